@@ -1,0 +1,34 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Each creates .venv (if missing) and installs ddpkit with its test tools into it.
+
+PYTHON ?= python3
+VENV ?= .venv
+# The torch release CI is tested with. On a GPU machine plain PyPI gives the CUDA build of it;
+# override with e.g. `make demo TORCH_SPEC=torch` to take the newest.
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.ddpkit-installed
+
+.PHONY: demo test lint install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ddpkit doctor
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,0 +1,3 @@
+from ddpkit.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""ddpkit doctor: check this machine; every problem comes with the command that fixes it."""
+
+from __future__ import annotations
+
+import argparse
+
+from ddpkit.errors import ExitCode, UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=None, metavar="N",
+                        help="the rendezvous/master port to check (default: $MASTER_PORT or 29500)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpkit.doctor import run_doctor
+
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a TCP port", "use a number from 1 to 65535")
+    report = run_doctor(port=args.port)
+    if args.json:
+        from ddpkit.render import print_json
+
+        print_json(report.to_dict())
+    else:
+        show(report)
+    return ExitCode.FAILURE if report.status.value == "fail" else ExitCode.OK
+
+
+def show(report) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from ddpkit.render import console, status_text
+
+    out = console()
+    table = Table(title=f"ddpkit doctor: {report.snapshot.hostname}", title_justify="left",
+                  show_lines=False, expand=False)
+    table.add_column("", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("result", overflow="fold")
+    for r in report.ordered():
+        body = Text(r.summary)
+        if r.status.value in ("fail", "warn"):
+            if r.detail:
+                body.append(f"\n{r.detail}", style="dim")
+            if r.hint:
+                body.append("\nfix: ", style="bold cyan")
+                body.append(r.hint, style="cyan")
+        table.add_row(status_text(r.status.value), r.id, body)
+    out.print(table)
+    counts = {s: sum(1 for r in report.results if r.status.value == s) for s in ("fail", "warn", "ok")}
+    verdict = "problems found" if counts["fail"] else ("ready, with warnings" if counts["warn"] else "ready")
+    out.print(f"{counts['fail']} failed, {counts['warn']} warnings, {counts['ok']} ok: {verdict}")

@@ -1,0 +1,1 @@
+"""Pure parsers of what system tools print. No I/O here: every function takes text."""

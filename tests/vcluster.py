@@ -1,0 +1,295 @@
+"""A virtual cluster on one machine: N network namespaces on a bridge, one sshd each.
+
+Every node has its own IPv4 address, hostname, /etc/hosts, firewall (iptables in its
+namespace) and sshd, so `ssh node1 ...` is a real SSH session to a real address. The
+filesystem is shared, like an NFS home: one venv serves every node. Needs root, iproute2,
+openssh-server, util-linux (unshare, nsenter). Everything is removed by `down()`, which
+also runs at interpreter exit, even when a test fails.
+
+    with VCluster(3) as vc:
+        vc.ssh_config          # pass to `ddpkit launch --ssh-config`
+        vc.nodes[1].run(["iptables", "-S"])   # inside node1's namespaces
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NETNS_DIR = Path("/var/run/netns")
+PREFIX = "ddpkit-"  # namespaces are named ddpkit-<pid>-node<i>
+
+
+class ClusterUnavailable(RuntimeError):
+    """The machine cannot host the virtual cluster (not root, missing tools, ...)."""
+
+
+def _sh(argv: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def missing_requirements() -> str:
+    """'' when this machine can host a virtual cluster, else what is missing."""
+    if os.geteuid() != 0:
+        return "the virtual cluster needs root (ip netns, sshd)"
+    for tool in ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "iptables"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            return f"'{tool}' is not installed (apt-get install iproute2 openssh-server iptables)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "sshd is not installed (apt-get install openssh-server)"
+    return ""
+
+
+def cleanup_stale() -> None:
+    """Remove namespaces and links left by a test process that died without cleaning up."""
+    if not NETNS_DIR.is_dir():
+        return
+    for ns in NETNS_DIR.glob(f"{PREFIX}*-node*"):
+        pid = int(ns.name.split("-")[1]) if ns.name.split("-")[1].isdigit() else 0
+        if pid and Path(f"/proc/{pid}").exists():
+            continue
+        _kill_ns_pids(ns.name)
+        _sh(["ip", "netns", "del", ns.name], check=False)
+        _sh(["ip", "link", "del", f"dk{pid}br"], check=False)
+
+
+def _kill_ns_pids(ns: str) -> None:
+    pids = _sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+    for pid in pids:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+@dataclass
+class Node:
+    index: int
+    name: str  # as the ssh config and every node's /etc/hosts call it: node0, node1, ...
+    ns: str
+    ip: str
+    veth: str  # the host end of the veth pair, on the bridge (tc rate limits go here)
+    dir: Path
+    extra_sshd_config: list[str] = field(default_factory=list)
+    sshd: subprocess.Popen | None = None
+
+    @property
+    def hosts_file(self) -> Path:
+        return self.dir / "hosts"
+
+    @property
+    def authorized_keys(self) -> Path:
+        return self.dir / "authorized_keys"
+
+    def run(self, argv: list[str], check: bool = False, timeout: float = 60,
+            env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+        """Run a command in this node's network, mount and UTS namespaces (as its sshd sees them)."""
+        if self.sshd is None:
+            raise RuntimeError(f"{self.name} is not up")
+        enter = ["nsenter", "-t", str(self.sshd.pid), "-n", "-m", "-u", "--"]
+        return _sh(enter + argv, check=check, timeout=timeout, env=env, **kw)
+
+    def pids(self) -> list[int]:
+        """Every process in the node's network namespace except its sshd."""
+        out = _sh(["ip", "netns", "pids", self.ns], check=False).stdout.split()
+        keep = {self.sshd.pid} if self.sshd else set()
+        return [int(p) for p in out if p.isdigit() and int(p) not in keep]
+
+    def write_hosts(self, text: str) -> None:
+        # In place: sed -i or a rename would swap the inode and the bind mount keeps the old one.
+        with open(self.hosts_file, "w") as f:
+            f.write(text)
+
+
+class VCluster:
+    def __init__(self, n: int = 3, base_dir: str | None = None) -> None:
+        self.n = n
+        self.pid = os.getpid()
+        self.tag = f"dk{self.pid}"
+        self.dir = Path(tempfile.mkdtemp(prefix="ddpkit-vcluster-", dir=base_dir))
+        self.bridge = f"{self.tag}br"
+        self.subnet_prefix = ""
+        self.nodes: list[Node] = []
+        self.key = self.dir / "id_test"
+        self.ssh_config = self.dir / "ssh_config"
+        self.known_hosts = self.dir / "known_hosts"
+        self._up = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> VCluster:
+        self.up()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def up(self) -> VCluster:
+        why = missing_requirements()
+        if why:
+            raise ClusterUnavailable(why)
+        cleanup_stale()
+        atexit.register(self.down)
+        self._up = True
+        try:
+            self._make_network()
+            self._make_keys()
+            for node in self.nodes:
+                self._start_sshd(node)
+            self._write_ssh_config()
+            self._wait_ssh()
+        except Exception:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        if not self._up:
+            return
+        self._up = False
+        for node in self.nodes:
+            if node.sshd and node.sshd.poll() is None:
+                node.sshd.kill()
+                node.sshd.wait(timeout=5)
+            _kill_ns_pids(node.ns)
+            _sh(["ip", "link", "del", node.veth], check=False)
+            _sh(["ip", "netns", "del", node.ns], check=False)
+        _sh(["ip", "link", "del", self.bridge], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- building blocks -----------------------------------------------------------------
+    def _pick_subnet(self) -> str:
+        used = _sh(["ip", "-4", "addr"], check=False).stdout
+        for i in range(self.pid % 200, self.pid % 200 + 200):
+            prefix = f"198.18.{i % 250 + 1}"
+            if f" {prefix}." not in used:
+                return prefix
+        raise ClusterUnavailable("no free 198.18.x.0/24 test subnet")
+
+    def _make_network(self) -> None:
+        self.subnet_prefix = self._pick_subnet()
+        _sh(["ip", "link", "add", self.bridge, "type", "bridge"])
+        _sh(["ip", "addr", "add", f"{self.subnet_prefix}.1/24", "dev", self.bridge])
+        _sh(["ip", "link", "set", self.bridge, "up"])
+        for i in range(self.n):
+            name = f"node{i}"
+            node = Node(index=i, name=name, ns=f"{PREFIX}{self.pid}-{name}",
+                        ip=f"{self.subnet_prefix}.{10 + i}", veth=f"{self.tag}v{i}",
+                        dir=self.dir / name)
+            node.dir.mkdir()
+            _sh(["ip", "netns", "add", node.ns])
+            # Create the peer inside the namespace directly: no clash with the host's eth0.
+            _sh(["ip", "link", "add", node.veth, "type", "veth", "peer", "name", "eth0",
+                 "netns", node.ns])
+            _sh(["ip", "link", "set", node.veth, "master", self.bridge])
+            _sh(["ip", "link", "set", node.veth, "up"])
+            ns = ["ip", "netns", "exec", node.ns]
+            _sh(ns + ["ip", "link", "set", "lo", "up"])
+            _sh(ns + ["ip", "addr", "add", f"{node.ip}/24", "dev", "eth0"])
+            _sh(ns + ["ip", "link", "set", "eth0", "up"])
+            self.nodes.append(node)
+        for node in self.nodes:
+            node.write_hosts(self.default_hosts(node))
+
+    def default_hosts(self, node: Node) -> str:
+        lines = ["127.0.0.1 localhost"] + [f"{n.ip} {n.name}" for n in self.nodes]
+        return "\n".join(lines) + "\n"
+
+    def _make_keys(self) -> None:
+        _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key)])
+        pub = (self.dir / "id_test.pub").read_text()
+        for node in self.nodes:
+            _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(node.dir / "host_key")])
+            node.authorized_keys.write_text(pub)
+
+    def _sshd_config(self, node: Node) -> Path:
+        cfg = node.dir / "sshd_config"
+        lines = [
+            f"ListenAddress {node.ip}:22",
+            f"HostKey {node.dir / 'host_key'}",
+            f"PidFile {node.dir / 'sshd.pid'}",
+            f"AuthorizedKeysFile {node.authorized_keys}",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",  # the key files live under /tmp
+            "MaxStartups 200",
+            "MaxSessions 200",
+            "LogLevel ERROR",
+            *node.extra_sshd_config,
+        ]
+        cfg.write_text("\n".join(lines) + "\n")
+        return cfg
+
+    def _start_sshd(self, node: Node) -> None:
+        Path("/run/sshd").mkdir(exist_ok=True)
+        cfg = self._sshd_config(node)
+        inner = (f"mount --bind {node.hosts_file} /etc/hosts && hostname {node.name} && "
+                 f"exec /usr/sbin/sshd -D -f {cfg} -E {node.dir / 'sshd.log'}")
+        node.sshd = subprocess.Popen(
+            ["ip", "netns", "exec", node.ns, "unshare", "--mount", "--uts",
+             "--propagation", "private", "sh", "-c", inner],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True)
+
+    def restart_sshd(self, node: Node, extra_config: list[str] | None = None) -> None:
+        """Restart one node's sshd (e.g. with `SetEnv PATH=...`), keeping its address."""
+        if node.sshd:
+            node.sshd.kill()
+            node.sshd.wait(timeout=5)
+        node.extra_sshd_config = list(extra_config or [])
+        self._start_sshd(node)
+        self._wait_ssh([node])
+
+    def _write_ssh_config(self) -> None:
+        hosts = "".join(f"Host {n.name}\n  HostName {n.ip}\n" for n in self.nodes)
+        self.ssh_config.write_text(
+            hosts
+            + "Host *\n"
+            f"  User root\n  IdentityFile {self.key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking no\n"
+            "  BatchMode yes\n  LogLevel ERROR\n  ConnectTimeout 5\n")
+
+    def ssh(self, node: Node, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return _sh(["ssh", "-F", str(self.ssh_config), node.name, command], check=False,
+                   timeout=timeout)
+
+    def _wait_ssh(self, nodes: list[Node] | None = None, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        for node in nodes or self.nodes:
+            while True:
+                if node.sshd and node.sshd.poll() is not None:
+                    err = node.sshd.stderr.read().decode() if node.sshd.stderr else ""
+                    raise RuntimeError(f"sshd on {node.name} exited: {err.strip()}")
+                if self.ssh(node, "true", timeout=10).returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sshd on {node.name} ({node.ip}) did not answer in {timeout}s")
+                time.sleep(0.2)
+
+    # ---- helpers for tests -----------------------------------------------------------------
+    def hosts_spec(self, slots: int = 1, nodes: list[Node] | None = None) -> str:
+        return ",".join(f"{n.name}:{slots}" for n in (nodes or self.nodes))
+
+    def leftover_pids(self) -> dict[str, list[int]]:
+        """Processes other than sshd still alive on any node (a clean run leaves none)."""
+        return {n.name: n.pids() for n in self.nodes if n.pids()}
+
+    def wait_no_leftovers(self, timeout: float = 10) -> dict[str, list[int]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.leftover_pids()
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.2)
