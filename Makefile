@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/ddpkit doctor
+	$(BIN)/ddpkit demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -60,6 +60,26 @@ for p in problems:
 sys.exit(1 if problems else 0)
 PY
 
+echo "== ddpkit demo (NCCL, one process per GPU)"
+timeout 180 "$py" -m ddpkit demo --json > "$out/demo.json" 2> "$out/demo.txt"
+demo_rc=$?
+tail -12 "$out/demo.txt"
+"$py" - "$out/demo.json" "$ngpu" <<'PY' || fail "demo on the GPU"
+import json, sys
+report = json.load(open(sys.argv[1]))
+ngpu = int(sys.argv[2])
+ranks = report.get("ranks", [])
+problems = [] if report.get("passed") else ["demo did not pass"]
+if len(ranks) != ngpu:
+    problems.append(f"{len(ranks)} ranks for {ngpu} GPUs")
+if any(r["backend"] != "nccl" or not r["device"].startswith("cuda") for r in ranks):
+    problems.append("not every rank ran NCCL on a GPU: " + str([(r["backend"], r["device"]) for r in ranks]))
+for p in problems:
+    print("  problem:", p)
+sys.exit(1 if problems else 0)
+PY
+[ $demo_rc -eq 0 ] || fail "ddpkit demo exit code $demo_rc"
+
 echo "== result"
 if [ $status -eq 0 ]; then echo "GPU-CHECK PASS"; else echo "GPU-CHECK FAIL"; fi
 echo "fixtures saved in $out (copy smi-*.txt to tests/fixtures/gpu/ with the driver in the name)"

@@ -21,6 +21,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors and a hint, exit code 2."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        # No abbreviations: a script's --max must never be taken for our --max-restarts.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.stderr.write(f"hint: run '{self.prog} --help' for the options\n")

@@ -1,0 +1,181 @@
+"""ddpkit launch: start torchrun on every node from one command, and tear all of it down
+when any part fails or the user presses Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+
+from ddpkit.cli.common import (
+    add_host_arguments,
+    add_ssh_arguments,
+    err,
+    hosts_from,
+    install_stop_handlers,
+    ssh_options,
+)
+from ddpkit.errors import ExitCode, UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    run = parser.add_argument_group("run")
+    run.add_argument("--nproc-per-node", type=int, metavar="N",
+                     help="processes per node (default: the host's slots, else 1)")
+    run.add_argument("-np", dest="np", type=int, metavar="N",
+                     help="total processes, filled into the hosts' slots in order (mpirun style)")
+    run.add_argument("--port", type=int, default=29500, metavar="N",
+                     help="rendezvous port on the first host (default 29500)")
+    run.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                     help="restart all workers up to N times after a failure (torchrun)")
+    run.add_argument("--rdzv-timeout", type=int, metavar="S",
+                     help="seconds nodes wait for each other at the rendezvous (torchrun: 600)")
+    run.add_argument("--python", metavar="PATH",
+                     help=f"interpreter on every node (default: this one, {sys.executable})")
+    run.add_argument("--workdir", metavar="DIR", help="working directory on every node "
+                     "(default: the current one)")
+    run.add_argument("-m", "--module", action="store_true", help="run SCRIPT as a module")
+    env = parser.add_argument_group("environment (NCCL_*, TORCH_*, GLOO_*, OMP_*, PYTHON* are "
+                                    "forwarded; nothing else)")
+    env.add_argument("-x", dest="export", action="append", default=[], metavar="NAME",
+                     help="forward NAME from here (or NAME=VALUE), repeatable")
+    env.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                     help="set NAME=VALUE on every node, repeatable")
+    out = parser.add_argument_group("output")
+    out.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
+    out.add_argument("--dry-run", action="store_true",
+                     help="print each node's command (secrets masked) and exit")
+    out.add_argument("--grace", type=float, default=5.0, metavar="S",
+                     help="seconds between TERM and KILL at teardown (default 5)")
+    out.add_argument("--no-preflight", action="store_true",
+                     help="skip probing the nodes before starting (not recommended)")
+    add_ssh_arguments(parser)
+    parser.add_argument("script", help="training script (or module with -m)")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+def options_from(args: argparse.Namespace, script: str, script_args: list[str]):
+    from ddpkit.plan import LaunchOptions, parse_env_pair
+
+    return LaunchOptions(
+        script=script, script_args=tuple(script_args), module=args.module,
+        nproc_per_node=args.nproc_per_node, port=args.port, max_restarts=args.max_restarts,
+        python=args.python or sys.executable, workdir=os.path.abspath(args.workdir or os.getcwd()),
+        run_id=f"ddpkit-{secrets.token_hex(4)}", env_names=tuple(args.export),
+        env_pairs=tuple(parse_env_pair(p) for p in args.env), rdzv_timeout=args.rdzv_timeout)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpkit.launcher import PreflightError, assign_np, prepare
+
+    hosts, _ = hosts_from(args)
+    if args.np is not None:
+        hosts = assign_np(hosts, args.np)
+    if args.workdir and not args.workdir.startswith("/") and not os.path.isdir(args.workdir):
+        raise UsageError(f"--workdir {args.workdir} does not exist here", "give an absolute path")
+    opts = options_from(args, args.script, args.script_args)
+    ssh = ssh_options(args)
+    try:
+        prepared = prepare(hosts, opts, ssh, os.environ, preflight=not args.no_preflight)
+    except PreflightError as exc:
+        report_problems(exc, args.json)
+        return int(exc.code)
+    if args.dry_run:
+        show_plan(prepared.plan, args.json)
+        return ExitCode.OK
+    return run_plan(prepared.plan, args)
+
+
+def supervise(plan, args, **kwargs):
+    """Run the plan with Ctrl-C/SIGTERM turned into a teardown of every node."""
+    from ddpkit.launcher import execute
+
+    for note in plan.notes:
+        err(f"ddpkit: note: {note}")
+    holder = {}
+
+    def stop(signum):
+        if "sup" in holder:
+            holder["sup"].request_stop(signum)
+
+    install_stop_handlers(stop)
+    return execute(plan, ssh_options(args), log_dir=args.log_dir, grace=args.grace,
+                   json_mode=args.json, register=lambda sup: holder.setdefault("sup", sup),
+                   **kwargs)
+
+
+def run_plan(plan, args) -> int:
+    result = supervise(plan, args)
+    if args.json:
+        from ddpkit.render import print_json
+
+        print_json(result.to_dict())
+    else:
+        show_summary(result)
+    return result.exit_code
+
+
+def report_problems(exc, json_mode: bool) -> None:
+    if json_mode:
+        from ddpkit.render import print_json
+
+        print_json({"schema": 1, "exit_code": int(exc.code),
+                    "problems": [p.to_dict() for p in exc.problems]})
+    for p in exc.problems:
+        err(f"ddpkit: error: {p.host.name}: {p.message}")
+        err(f"  fix: {p.fix}")
+    err(f"ddpkit: {exc.message}; nothing was started")
+
+
+def show_plan(plan, json_mode: bool) -> None:
+    if json_mode:
+        from ddpkit.render import print_json
+
+        print_json(plan.to_dict())
+        return
+    mode = "standalone" if plan.standalone else f"c10d at {plan.master_addr}:{plan.port}"
+    print(f"# {len(plan.nodes)} node(s), world size {plan.world_size}, rendezvous {mode}, "
+          f"run id {plan.run_id}")
+    for note in plan.notes:
+        print(f"# note: {note}")
+    for node in plan.nodes:
+        where = "this machine" if node.local else f"ssh {node.host.target}"
+        iface = f", interface {node.ifname}" if node.ifname else ""
+        print(f"# {node.host.name}: node {node.node_rank}, {node.nproc} process(es), "
+              f"via {where}{iface}")
+        print(node.shell())
+
+
+def show_summary(result) -> None:
+    if result.exit_code == 0 and not result.reason:
+        ranks = sum(len(n["ranks"]) for n in result.nodes)
+        err(f"ddpkit: OK: {len(result.nodes)} node(s), {ranks} rank(s), finished in "
+            f"{result.duration_s:.1f} s")
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ddpkit.render import console
+
+    out = console(stderr=True)
+    table = Table(title="ddpkit launch: summary", title_justify="left")
+    for col in ("node", "ranks", "state", "exit", "first error"):
+        table.add_column(col, overflow="fold")
+    style = {"ok": "green", "failed": "bold red", "ssh_error": "bold red", "stopped": "yellow"}
+    for n in result.nodes:
+        ranks = ",".join(map(str, n["ranks"])) or "-"
+        table.add_row(n["host"], ranks, f"[{style.get(n['state'], '')}]{n['state']}[/]",
+                      "-" if n["exit_code"] is None else str(n["exit_code"]), escape(n["first_error"]))
+    out.print(table)
+    if result.first_failure:
+        first = next(n for n in result.nodes if n["host"] == result.first_failure)
+        after = f" after {first['ended_after_s']:.1f} s" if first["ended_after_s"] else ""
+        out.print(f"[bold red]FAILED[/]: {result.first_failure} failed first{after} "
+                  f"(exit {first['exit_code']}): {escape(first['first_error']) or 'see its output above'}; "
+                  "the other nodes were stopped")
+    elif result.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
+        out.print(f"[yellow]STOPPED[/] by {result.reason}: every node was torn down")
+    else:
+        out.print(f"[bold red]FAILED[/] (exit {result.exit_code})")

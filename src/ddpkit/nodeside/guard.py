@@ -1,0 +1,165 @@
+# Node guard: runs one node's torchrun and makes sure nothing of it outlives the launcher.
+#
+# stdin, first line: JSON {"argv": [...], "env": {...}, "cwd": "...", "grace": 5,
+#                          "files": {"name": "text"}, "log_dir_flag": true}
+# After that line stdin stays open for the whole run. EOF on stdin means "stop": the launcher
+# closed it (teardown), or it died (SIGKILL), or its SSH session dropped. Then the whole process
+# tree is terminated: TERM, then KILL after the grace period. The guard is a child subreaper,
+# so workers that torchrun started in new sessions stay in its tree and cannot escape.
+# Last line on stderr: "@@ddpkit-node-exit {json}". Stdlib only, Python 3.6+.
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+MARK = "@@ddpkit-node-exit "
+
+
+def proc_table():
+    """{pid: (ppid, state)} for every process we can see."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name may contain spaces and parentheses: split after the last ')'
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1:
+            table[int(entry)] = (int(fields[1]), fields[0])
+    return table
+
+
+def live_descendants(pid):
+    table = proc_table()
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for kid, (ppid, state) in table.items():
+            if ppid == parent:
+                todo.append(kid)
+                if state != "Z":
+                    out.append(kid)
+    return out
+
+
+def signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def reap_orphans(keep):
+    """Collect zombies that were reparented to us (we are their subreaper), not our own child."""
+    me = os.getpid()
+    for pid, (ppid, state) in proc_table().items():
+        if ppid == me and pid != keep and state == "Z":
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def stop_tree(child, grace):
+    """TERM the tree (torchrun forwards it to its workers), KILL whatever is left after grace."""
+    me = os.getpid()
+    signal_all(live_descendants(me), signal.SIGTERM)
+    deadline = time.time() + grace
+    while time.time() < deadline and live_descendants(me):
+        reap_orphans(child.pid)
+        time.sleep(0.05)
+    for _ in range(50):  # KILL until nothing is left: orphans reparent to us meanwhile
+        left = live_descendants(me)
+        if not left:
+            break
+        signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
+        reap_orphans(child.pid)
+    child.wait()
+    reap_orphans(child.pid)
+
+
+def finish(code, **extra):
+    info = {"code": code}
+    info.update(extra)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    sys.stderr.write("\n" + MARK + json.dumps(info) + "\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main():
+    line = sys.stdin.buffer.readline()
+    if not line:
+        os._exit(0)  # the launcher went away before the run started
+    cfg = json.loads(line.decode())
+    try:
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+    tmp = tempfile.mkdtemp(prefix="ddpkit-node-")
+    try:
+        os.chdir(cfg.get("cwd") or ".")
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.stderr.write("ddpkit: working directory %s: %s\n" % (cfg.get("cwd"), exc.strerror))
+        finish(2, error="workdir")
+    argv = [a.replace("@TMP@", tmp) for a in cfg["argv"]]
+    for name, text in cfg.get("files", {}).items():
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+    if cfg.get("log_dir_flag") and "torch.distributed.run" in argv:
+        at = argv.index("torch.distributed.run") + 1
+        argv[at:at] = ["--log-dir", os.path.join(tmp, "logs")]
+    env = dict(os.environ)
+    env.update(cfg.get("env", {}))
+    stop = threading.Event()
+    torn = []
+
+    def on_signal(signum, frame):
+        torn.append(signum)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    try:
+        child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.stderr.write("ddpkit: cannot start %s: %s\n" % (argv[0], exc.strerror))
+        finish(127, error="exec")
+
+    def watch_stdin():
+        while sys.stdin.buffer.read(4096):
+            pass
+        torn.append("eof")
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    while child.poll() is None and not stop.is_set():
+        stop.wait(0.02)
+    teardown = child.poll() is None
+    if teardown:
+        stop_tree(child, float(cfg.get("grace", 5)))
+    else:
+        stop_tree(child, 1.0)  # torchrun is done; nothing of it may linger
+    code = child.returncode
+    if code is not None and code < 0:
+        code = 128 - code
+    shutil.rmtree(tmp, ignore_errors=True)
+    finish(code or 0, torn_down=teardown, why=str(torn[0]) if torn else "")
+
+
+main()

@@ -1,0 +1,137 @@
+"""Ask every node, in parallel, what the plan needs: addresses, GPUs, interpreter, script.
+
+One SSH round trip per node running nodeside/probe.py with the run's interpreter. Failures are
+classified so the user reads which node, what went wrong and the fix, before anything starts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import sys
+from dataclasses import dataclass
+
+from ddpkit.hosts import Host
+from ddpkit.nodeside import source
+from ddpkit.plan import Addr, NodeFacts
+from ddpkit.remote import (
+    Reply,
+    SshOptions,
+    classify_ssh_error,
+    fan_out,
+    first_ssh_line,
+    ssh_hostname,
+)
+
+LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", "localhost.localdomain")
+
+
+@dataclass(frozen=True)
+class NodeProblem:
+    host: Host
+    kind: str  # ssh kinds (auth, host_key, ...) | python | torch | workdir | script | probe
+    message: str
+    fix: str
+    usage: bool = False  # the command line is wrong (exit 2), not the node (exit 1)
+
+    def to_dict(self) -> dict:
+        return {"host": self.host.name, "kind": self.kind, "message": self.message, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class Probe:
+    host: Host
+    facts: NodeFacts | None
+    problem: NodeProblem | None
+    info: dict
+
+
+def local_addresses() -> set[str]:
+    import psutil
+
+    return {a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+            if a.family in (socket.AF_INET, socket.AF_INET6)}
+
+
+def is_local(host: Host, here: set[str]) -> bool:
+    """Run on this machine without SSH: localhost, our hostname, or one of our addresses."""
+    if host.user:
+        return False
+    name = host.name
+    if name in LOCAL_NAMES or name in (socket.gethostname(), socket.gethostname().split(".")[0]):
+        return True
+    try:
+        return ipaddress.ip_address(name).exploded in {ipaddress.ip_address(a.split("%")[0]).exploded
+                                                        for a in here}
+    except ValueError:
+        return False
+
+
+def probe_nodes(hosts: list[Host], ssh: SshOptions, python: str, workdir: str, script: str,
+                module: bool, timeout: float = 30) -> list[Probe]:
+    here = local_addresses()
+    local = [is_local(h, here) for h in hosts]
+    kind = "module" if module else "file"
+    argv = [python, "-c", source("probe"), workdir, script, kind]
+    remote = [h for h, is_here in zip(hosts, local) if not (is_here and python == sys.executable)]
+    replies = iter(fan_out(remote, ssh, argv, timeout=timeout, local=[is_local(h, here) for h in remote]))
+    out = []
+    for host, is_here in zip(hosts, local):
+        if is_here and python == sys.executable:
+            reply = _probe_here(host, workdir, script, kind)  # same interpreter: no subprocess
+        else:
+            reply = next(replies)
+        out.append(_judge(host, reply, is_here, python, workdir, script, ssh))
+    return out
+
+
+def _probe_here(host: Host, workdir: str, script: str, kind: str) -> Reply:
+    namespace: dict = {"__name__": "ddpkit_probe"}
+    exec(compile(source("probe"), "nodeside/probe.py", "exec"), namespace)
+    return Reply(host, 0, json.dumps(namespace["collect"](workdir, script, kind)), "")
+
+
+def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
+    if reply.returncode is None:
+        return Probe(host, None, NodeProblem(host, "timeout", f"no answer within the probe timeout ({reply.stderr})",
+                                             f"check that {host.name} is up and not overloaded"), {})
+    if reply.returncode == 255 and not is_here:
+        fail = classify_ssh_error(reply.stderr, host)
+        said = first_ssh_line(reply.stderr)
+        return Probe(host, None, NodeProblem(host, fail.kind, f"{fail.message} ({said})", fail.fix), {})
+    if reply.returncode != 0:
+        text = reply.stderr.strip()
+        if reply.returncode == 127 or "No such file or directory" in text:
+            return Probe(host, None, NodeProblem(
+                host, "python", f"interpreter {python} not found",
+                f"give --python PATH (the Python with torch on {host.name}), or create the same "
+                "environment at that path on every node"), {})
+        last = text.splitlines()[-1] if text else f"exit code {reply.returncode}"
+        return Probe(host, None, NodeProblem(host, "probe", f"probe failed: {last}",
+                                             f"run '{python} -c pass' on {host.name}"), {})
+    try:
+        info = json.loads(reply.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return Probe(host, None, NodeProblem(host, "probe", "unreadable probe output",
+                                             f"check what the login shell of {host.name} prints"), {})
+    facts = NodeFacts(hostname=info.get("hostname", ""),
+                      addrs=tuple(Addr(i, c) for i, c in info.get("addrs", [])),
+                      gpus=int(info.get("gpus", 0)), local=is_here,
+                      ssh_hostname="" if is_here else ssh_hostname(host, ssh))
+    problem = None
+    if not info.get("torch"):
+        problem = NodeProblem(host, "torch", f"torch is not installed for {info.get('executable', python)}",
+                              f"{python} -m pip install torch (on {host.name})")
+    elif not info.get("workdir_ok"):
+        problem = NodeProblem(host, "workdir", f"working directory {workdir} does not exist",
+                              "give --workdir DIR, or keep the code on a filesystem every node mounts")
+    elif not info.get("script_ok"):
+        problem = NodeProblem(host, "script", f"script {script} not found in {workdir}",
+                              "check the path; every node needs the script at the same place",
+                              usage=True)
+    return Probe(host, facts, problem, info)
+
+
+def python_default() -> str:
+    return sys.executable
