@@ -8,6 +8,7 @@ from typing import Mapping
 from ddpkit import __version__
 from ddpkit.checks import CheckResult, Snapshot, Status, evaluate, worst
 from ddpkit.checks.base import STATUS_ORDER
+from ddpkit.parsers.firewall import judge_port
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class DoctorReport:
             "cpu_count": s.cpu_count,
             "shm_bytes": s.shm_bytes,
             "companions": dict(s.companions),
+            "firewall": judge_port(s.firewall, s.master_port).firewall,
         }
 
     def to_dict(self) -> dict:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
+from ddpkit.agents import Agents
 from ddpkit.errors import EnvironmentFailure, UsageError
 from ddpkit.hosts import Host
 from ddpkit.plan import LaunchOptions, NodeFacts, Plan, make_plan
-from ddpkit.probe import LOCAL_NAMES, NodeProblem, Probe, probe_nodes
+from ddpkit.probe import LOCAL_NAMES, NodeProblem, Probe, local_flags, probe_here, probe_with
 from ddpkit.remote import SshOptions
 from ddpkit.supervise import Printer, RunResult, Supervisor
 
@@ -58,22 +60,61 @@ def assign_np(hosts: list[Host], np: int) -> list[Host]:
 def prepare(hosts: list[Host], opts: LaunchOptions, ssh: SshOptions,
             environ: Mapping[str, str], *, preflight: bool = True,
             slots_for: Callable[[NodeFacts], int] | None = None) -> Prepared:
-    """Probe every node (unless told not to), then plan. slots_for gives a host without
+    """Probe every node (unless told not to), plan, and check that every node reaches the
+    rendezvous port, all over one agent session per node. slots_for gives a host without
     slots its process count from what the probe found (the demo: one per GPU)."""
-    if preflight:
-        script = "" if opts.script.startswith("@TMP@") else opts.script
-        probes = probe_nodes(hosts, ssh, opts.python, opts.workdir, script, opts.module)
-        problems = [p.problem for p in probes if p.problem]
-        if problems:
-            raise PreflightError(problems)
-        facts = [p.facts or NodeFacts() for p in probes]
-    else:
-        probes = ()
+    script = "" if opts.script.startswith("@TMP@") else opts.script
+    if not preflight:
         facts = [NodeFacts(local=h.name in LOCAL_NAMES, ssh_hostname=h.name) for h in hosts]
-    if slots_for is not None:
-        hosts = [h if h.slots else replace(h, slots=slots_for(f)) for h, f in zip(hosts, facts)]
-    plan = make_plan(hosts, opts, environ, facts)
+        return Prepared(make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts), ())
+    local = local_flags(hosts)
+    if len(hosts) == 1 and local[0] and opts.python == sys.executable:
+        probes = [probe_here(hosts[0], opts.workdir, script, opts.module)]  # no SSH, no subprocess
+        _raise_problems(probes)
+        facts = [p.facts or NodeFacts() for p in probes]
+        return Prepared(make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts),
+                        tuple(probes))
+    with Agents(hosts, local, ssh, opts.python) as agents:
+        probes = probe_with(agents, ssh, opts.python, opts.workdir, script, opts.module)
+        _raise_problems(probes)
+        facts = [p.facts or NodeFacts() for p in probes]
+        plan = make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts)
+        if not plan.standalone:
+            check_rendezvous(agents, plan, facts)
     return Prepared(plan, tuple(probes))
+
+
+def _slotted(hosts, facts, slots_for):
+    if slots_for is None:
+        return hosts
+    return [h if h.slots else replace(h, slots=slots_for(f)) for h, f in zip(hosts, facts)]
+
+
+def _raise_problems(probes: list[Probe]) -> None:
+    problems = [p.problem for p in probes if p.problem]
+    if problems:
+        raise PreflightError(problems)
+
+
+def check_rendezvous(agents: Agents, plan: Plan, facts: list[NodeFacts]) -> None:
+    """Every node dials the master's rendezvous port while a listener holds it: a run that
+    would hang for 15 minutes is refused in seconds, with the reason."""
+    from ddpkit.netcheck import probe_links
+    from ddpkit.preflight import link_problems
+
+    hosts = [n.host for n in plan.nodes]
+    report = probe_links(agents, [plan.master_addr] * len(hosts), plan.port, peers=False)
+    problems = [NodeProblem(hosts[0], "port", f"rendezvous port {plan.port} is not free: {why}",
+                            f"find the owner: ss -ltnp 'sport = :{plan.port}' on {h}; or use "
+                            f"--port {plan.port + 1}") for h, why in report.port_errors.items()]
+    problems += [NodeProblem(Host(h), "link", why, "check the node by hand")
+                 for h, why in report.session_errors.items()]
+    subnet = next((str(a.network) for a in facts[0].addrs if a.ip == plan.master_addr), "")
+    for p in link_problems(list(report.links), {}, subnet, plan.port):
+        problems.append(NodeProblem(hosts[0], "link", p.message,
+                                    p.fix + " ('ddpkit check' names the firewall and its command)"))
+    if problems:
+        raise PreflightError(problems)
 
 
 def execute(plan: Plan, ssh: SshOptions, *, log_dir: str | None, grace: float,

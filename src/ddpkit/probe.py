@@ -12,17 +12,11 @@ import socket
 import sys
 from dataclasses import dataclass
 
+from ddpkit.agents import Agents
 from ddpkit.hosts import Host
 from ddpkit.nodeside import source
 from ddpkit.plan import Addr, NodeFacts
-from ddpkit.remote import (
-    Reply,
-    SshOptions,
-    classify_ssh_error,
-    fan_out,
-    first_ssh_line,
-    ssh_hostname,
-)
+from ddpkit.remote import Reply, SshOptions, classify_ssh_error, first_ssh_line, ssh_hostname
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", "localhost.localdomain")
 
@@ -68,28 +62,36 @@ def is_local(host: Host, here: set[str]) -> bool:
         return False
 
 
-def probe_nodes(hosts: list[Host], ssh: SshOptions, python: str, workdir: str, script: str,
-                module: bool, timeout: float = 30) -> list[Probe]:
+def local_flags(hosts: list[Host]) -> list[bool]:
     here = local_addresses()
-    local = [is_local(h, here) for h in hosts]
-    kind = "module" if module else "file"
-    argv = [python, "-c", source("probe"), workdir, script, kind]
-    remote = [h for h, is_here in zip(hosts, local) if not (is_here and python == sys.executable)]
-    replies = iter(fan_out(remote, ssh, argv, timeout=timeout, local=[is_local(h, here) for h in remote]))
+    return [is_local(h, here) for h in hosts]
+
+
+def probe_with(agents: Agents, ssh: SshOptions, python: str, workdir: str, script: str,
+               module: bool, timeout: float = 30) -> list[Probe]:
+    """Every node answers the probe over its agent session, in parallel."""
+    args = [workdir, script, "module" if module else "file"]
+    replies = agents.ask([{"op": "probe", "source": source("probe"), "args": args}
+                          for _ in agents.hosts], timeout)
     out = []
-    for host, is_here in zip(hosts, local):
-        if is_here and python == sys.executable:
-            reply = _probe_here(host, workdir, script, kind)  # same interpreter: no subprocess
+    for i, (host, got) in enumerate(zip(agents.hosts, replies)):
+        if got is not None and "probe" in got:
+            reply = Reply(host, 0, json.dumps(got["probe"]), "")
+        elif got is not None:
+            reply = Reply(host, 1, "", got.get("error", "agent error"))
         else:
-            reply = next(replies)
-        out.append(_judge(host, reply, is_here, python, workdir, script, ssh))
+            reply = agents.ended[i] or Reply(host, None, "", "no answer")
+        out.append(_judge(host, reply, agents.local[i], python, workdir, script, ssh))
     return out
 
 
-def _probe_here(host: Host, workdir: str, script: str, kind: str) -> Reply:
+def probe_here(host: Host, workdir: str, script: str, module: bool) -> Probe:
+    """The local node with this interpreter: no subprocess, no SSH."""
     namespace: dict = {"__name__": "ddpkit_probe"}
     exec(compile(source("probe"), "nodeside/probe.py", "exec"), namespace)
-    return Reply(host, 0, json.dumps(namespace["collect"](workdir, script, kind)), "")
+    info = namespace["collect"](workdir, script, "module" if module else "file")
+    return _judge(host, Reply(host, 0, json.dumps(info), ""), True, sys.executable, workdir,
+                  script, SshOptions())
 
 
 def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
@@ -133,5 +135,3 @@ def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
     return Probe(host, facts, problem, info)
 
 
-def python_default() -> str:
-    return sys.executable

@@ -6,10 +6,10 @@ they do for the user. BatchMode is always on: nothing ever waits on a password p
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ddpkit.errors import UsageError
@@ -123,30 +123,6 @@ class Reply:
     stderr: str
 
 
-def run_on(host: Host, opts: SshOptions, remote_argv: list[str], timeout: float,
-           local: bool = False) -> Reply:
-    argv = remote_argv if local else ssh_argv(host, opts, remote_argv)
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, errors="replace")
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return Reply(host, None, out, f"no answer within {timeout:g}s")
-    except OSError as exc:  # ssh itself missing
-        return Reply(host, 127, "", f"cannot run {argv[0]}: {exc.strerror}")
-    return Reply(host, done.returncode, done.stdout, done.stderr)
-
-
-def fan_out(hosts: list[Host], opts: SshOptions, remote_argv: list[str], timeout: float,
-            local: list[bool] | None = None) -> list[Reply]:
-    """Run one command on every host at once; replies in host order."""
-    local = local or [False] * len(hosts)
-    with ThreadPoolExecutor(max_workers=min(64, max(1, len(hosts)))) as pool:
-        futures = [pool.submit(run_on, h, opts, remote_argv, timeout, is_local)
-                   for h, is_local in zip(hosts, local)]
-        return [f.result() for f in futures]
-
-
 def ssh_hostname(host: Host, opts: SshOptions) -> str:
     """The address ssh would connect to for this host, after ~/.ssh/config (`ssh -G`)."""
     argv = ssh_base(host, opts)
@@ -160,3 +136,49 @@ def ssh_hostname(host: Host, opts: SshOptions) -> str:
         if key == "hostname":
             return value.strip()
     return host.name
+
+
+class LineSession:
+    """A command on a host (or here) that we talk to in JSON lines over its stdin/stdout."""
+
+    def __init__(self, host: Host, opts: SshOptions, remote_argv: list[str], local: bool) -> None:
+        self.host = host
+        argv = remote_argv if local else ssh_argv(host, opts, remote_argv)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def send(self, obj: dict) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict | None:
+        """The next JSON line; None when the command ended first (see stderr())."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+        return None
+
+    def stderr(self) -> str:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+    def close(self, timeout: float = 5) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -37,6 +37,10 @@ ERROR_HINT = re.compile(r"terminate called|Segmentation fault|Bus error|Killed|c
                         r"Signal \d+ \(SIG\w+\) received|error:|FAILED|Fatal|fatal", re.I)
 # glog/c10 warnings ("[W1130 01:03:54.27 socket.cpp:764] ...", "W1130 ...") are not errors.
 WARNING_LINE = re.compile(r"^\[?W\d{4} ")
+# Errors a rank reports because another rank died first.
+CONSEQUENCE = re.compile(r"Connection closed by peer|Connection reset by peer|remote worker|"
+                         r"Broken pipe|[Ww]atchdog|timed out|Timeout|aborted|SIGTERM|"
+                         r"was killed by SIGKILL")
 # torchrun's own report of a dead worker: "failed (exitcode: -6) local_rank: 0 (pid: 12) of ..."
 WORKER_DIED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
 COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
@@ -321,7 +325,11 @@ class Supervisor:
         failed = [n for n in self.nodes if n.state in ("failed", "ssh_error")]
         if not failed:
             return self.first_failure
-        return min(failed, key=lambda n: (n.error_at or n.ended_at or 0.0))
+        # Output from different nodes arrives out of order (torchrun tails log files every
+        # 0.1 s, then SSH), so a peer's "connection closed" can beat the real error: rank a
+        # node's own error above a consequence, then by time.
+        return min(failed, key=lambda n: (bool(CONSEQUENCE.search(n.first_error)),
+                                          n.error_at or n.ended_at or 0.0))
 
     def _result(self) -> RunResult:
         if self.reason in ("SIGINT", "SIGTERM", "SIGHUP"):

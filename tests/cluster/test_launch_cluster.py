@@ -140,3 +140,19 @@ def test_hostnames_on_loopback_still_work(vcluster):
     assert done.returncode == 0, done.stdout + done.stderr
     sums = param_sums(done.stdout)
     assert sorted(sums) == ["0", "1", "2"] and len(set(sums.values())) == 1
+
+
+def test_dropped_ssh_session_stops_the_run(vcluster):
+    run = sleepers(vcluster)
+    try:
+        node = vcluster.nodes[1]
+        sessions = [p for p in node.pids()
+                    if open(f"/proc/{p}/comm").read().strip() == "sshd"]
+        assert sessions, "no SSH session on node1"
+        for pid in sessions:
+            os.kill(pid, signal.SIGKILL)  # the connection dies as if the node or link went away
+        assert run.wait(timeout=60) == 1
+        assert "FAILED: node1 failed first" in run.output
+        assert "SSH session lost" in run.output
+    finally:
+        run.kill()

@@ -1,0 +1,128 @@
+"""ddpkit check: a cluster preflight that finds what would make a run hang, before it runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ddpkit.cli.common import add_host_arguments, add_ssh_arguments, hosts_from, ssh_options
+from ddpkit.errors import ExitCode, UsageError
+
+STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
+               "no_route": "bold red", "error": "red"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    parser.add_argument("--port", type=int, default=29500, metavar="N",
+                        help="rendezvous port on the first host (default 29500)")
+    parser.add_argument("--python", metavar="PATH",
+                        help=f"interpreter on every node (default: this one, {sys.executable})")
+    parser.add_argument("--timeout", type=float, default=3.0, metavar="S",
+                        help="seconds before an unanswered connection counts as filtered")
+    add_ssh_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpkit.preflight import run_check
+
+    if not 1 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a TCP port", "use a number from 1 to 65535")
+    hosts, _ = hosts_from(args)
+    status = _status(args.json)
+    with status:
+        report = run_check(hosts, ssh_options(args), args.python or sys.executable, args.port,
+                           timeout=args.timeout)
+    if args.json:
+        from ddpkit.render import print_json
+
+        print_json(report.to_dict())
+    else:
+        show(report)
+    return ExitCode.OK if report.ok else ExitCode.FAILURE
+
+
+def _status(json_mode: bool):
+    """A spinner on stderr while the nodes answer (only in a terminal)."""
+    import contextlib
+
+    if json_mode or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from ddpkit.render import console
+
+    return console(stderr=True).status("checking nodes: SSH, doctor, links ...")
+
+
+def show(report) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ddpkit.render import console
+
+    out = console()
+    nodes = Table(title=f"ddpkit check: {len(report.nodes)} node(s) in {report.duration_s:.1f} s",
+                  title_justify="left")
+    for col in ("node", "ssh", "python", "torch", "cuda", "nccl", "driver", "gpus", "doctor"):
+        nodes.add_column(col, overflow="fold")
+    for n in report.nodes:
+        f = n.facts
+        if n.problem:
+            nodes.add_row(n.host.name, "[bold red]FAIL[/]", *["-"] * 6, "-")
+            continue
+        doctor = (n.doctor or {}).get("status", "") or "[yellow]n/a[/]"
+        doctor = {"fail": "[bold red]fail[/]", "warn": "[yellow]warn[/]", "ok": "[green]ok[/]"}.get(
+            doctor, doctor)
+        gpus = f"{f.get('gpu_count', 0)} x {f['gpu_model']}" if f.get("gpu_model") else str(f.get("gpu_count", 0))
+        nodes.add_row(n.host.name, "[green]ok[/]", f.get("python", ""), f.get("torch", ""),
+                      f.get("cuda", "") or "?", f.get("nccl", "") or "-", f.get("driver", "") or "-",
+                      gpus, doctor)
+    out.print(nodes)
+    if report.mismatches:
+        mm = Table(title="versions that differ", title_justify="left")
+        mm.add_column("what")
+        names = [n.host.name for n in report.nodes if n.facts]
+        for name in names:
+            mm.add_column(name)
+        for m in report.mismatches:
+            cells = []
+            for name in names:
+                v = escape(m["values"].get(name, "-"))
+                cells.append(f"[bold red]{v}[/]" if name in m["odd"] else v)
+            mm.add_row(m["label"], *cells)
+        out.print(mm)
+    if report.links:
+        _links(out, report)
+    rec = report.recommend
+    if rec.get("exports"):
+        out.print("[bold]recommended settings[/] (ddpkit launch applies them itself):")
+        for line in rec["exports"]:
+            out.print(f"  {line}")
+        if rec.get("avoid"):
+            for host, names in rec["avoid"].items():
+                out.print(f"  {host}: NCCL/Gloo must not use {', '.join(names)}")
+    for p in report.problems:
+        tag = "[bold red]FAIL[/]" if p.severity == "fail" else "[yellow]warn[/]"
+        out.print(f"{tag} {escape(p.where)}: {escape(p.message)}")
+        out.print(f"     [cyan]fix: {escape(p.fix)}[/]")
+    fails = sum(1 for p in report.problems if p.severity == "fail")
+    out.print("[green]cluster ready[/]" if report.ok else
+              f"[bold red]{fails} problem(s) would break a run[/]")
+
+
+def _links(out, report) -> None:
+    from rich.table import Table
+
+    names = [n.host.name for n in report.nodes if n.facts]
+    table = Table(title="links (row dials column)", title_justify="left")
+    table.add_column("from \\ to")
+    for name in names:
+        table.add_column(name)
+    cell: dict[tuple[str, str], list[str]] = {}
+    for link in report.links:
+        tag = "rdzv" if link.kind == "rendezvous" else "peer"
+        style = STATE_STYLE.get(link.state, "")
+        cell.setdefault((link.src, link.dst), []).append(f"[{style}]{tag} {link.state}[/]")
+    for src in names:
+        table.add_row(src, *["-" if src == dst else "\n".join(cell.get((src, dst), ["?"]))
+                             for dst in names])
+    out.print(table)
