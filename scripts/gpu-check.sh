@@ -80,6 +80,47 @@ sys.exit(1 if problems else 0)
 PY
 [ $demo_rc -eq 0 ] || fail "ddpkit demo exit code $demo_rc"
 
+echo "== ddpkit bench on NCCL (the guide's sizes)"
+timeout 240 "$py" -m ddpkit bench --backend nccl -b 8 -e 256M -f 2 --json-file "$out/bench.json" \
+  > "$out/bench.txt" 2> "$out/bench.err"
+bench_rc=$?
+cat "$out/bench.txt"
+[ $bench_rc -eq 0 ] || { tail -20 "$out/bench.err"; fail "ddpkit bench exit code $bench_rc"; }
+"$py" - "$out/bench.json" <<'PY' || fail "bench on NCCL"
+import json, sys
+r = json.load(open(sys.argv[1]))
+problems = []
+if r["backend"] != "nccl":
+    problems.append("backend " + r["backend"])
+if any(row[k]["wrong"] for row in r["rows"] for k in ("oop", "ip")):
+    problems.append("wrong values")
+if not r["rows"] or r["avg_busbw"] <= 0:
+    problems.append("no bandwidth measured")
+for p in problems:
+    print("  problem:", p)
+sys.exit(1 if problems else 0)
+PY
+
+# nccl-tests' all_reduce_perf beside it, where one is installed (we never fetch or build it
+# here: set NCCL_TESTS_DIR to a built nccl-tests, or put all_reduce_perf on PATH).
+perf=$(command -v all_reduce_perf || true)
+[ -z "$perf" ] && [ -n "${NCCL_TESTS_DIR:-}" ] && perf="$NCCL_TESTS_DIR/build/all_reduce_perf"
+if [ -n "$perf" ] && [ -x "$perf" ]; then
+  echo "== nccl-tests all_reduce_perf, same sizes"
+  timeout 240 "$perf" -b 8 -e 256M -f 2 -g "$ngpu" > "$out/nccl-tests.txt" 2>&1 || fail "all_reduce_perf"
+  echo "== side by side (busbw out-of-place, GB/s): size  ddpkit  nccl-tests"
+  "$py" - "$out/bench.json" "$out/nccl-tests.txt" <<'PY'
+import json, sys
+ours = {r["size"]: r["oop"]["busbw"] for r in json.load(open(sys.argv[1]))["rows"]}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) > 8 and f[0].isdigit() and int(f[0]) in ours:
+        print("%12s  %8.2f  %8s" % (f[0], ours[int(f[0])], f[7]))
+PY
+else
+  echo "== nccl-tests not found (no all_reduce_perf on PATH, NCCL_TESTS_DIR unset): skipped"
+fi
+
 echo "== result"
 if [ $status -eq 0 ]; then echo "GPU-CHECK PASS"; else echo "GPU-CHECK FAIL"; fi
 echo "fixtures saved in $out (copy smi-*.txt to tests/fixtures/gpu/ with the driver in the name)"

@@ -188,7 +188,8 @@ class Supervisor:
         rank = int(m.group(1)) if m else None
         body = m.group(2) if m else text
         if m and body.startswith(f"[rank{rank}]:"):  # torch labels worker tracebacks itself
-            body = body[len(f"[rank{rank}]:"):].lstrip()
+            body = body[len(f"[rank{rank}]:"):]
+            body = body[1:] if body.startswith(" ") else body
         if rank is not None:
             node.ranks.add(rank)
         elif stream == "err" and not node.plan.local:

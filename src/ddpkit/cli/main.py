@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("ddpkit.cli.check", "check every node, versions and links before a run"),
     "launch": ("ddpkit.cli.launch", "start torchrun on every node from one command"),
     "demo": ("ddpkit.cli.demo", "run the built-in DDP sanity job (PASS/FAIL)"),
+    "bench": ("ddpkit.cli.bench", "nccl-tests' collective benchmark on NCCL or Gloo"),
 }
 
 

@@ -1,0 +1,1 @@
+"""ddpkit bench: nccl-tests' measurements and table, from the torch already installed."""

@@ -1,0 +1,251 @@
+"""ddpkit bench: nccl-tests, in Python, on NCCL or Gloo, across the cluster in one command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import sys
+
+from ddpkit.cli.common import add_host_arguments, add_ssh_arguments, err, hosts_from, ssh_options
+from ddpkit.errors import EnvironmentFailure, ExitCode, UsageError
+
+PREFIX = re.compile(r"^DDPKIT_BENCH_(HEADER|ROW|PAIR) (.*)$")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_host_arguments(parser)
+    nt = parser.add_argument_group("nccl-tests flags (same names and defaults)")
+    nt.add_argument("-b", "--minbytes", default="32M", help="smallest size (default 32M)")
+    nt.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
+    step = nt.add_mutually_exclusive_group()
+    step.add_argument("-i", "--stepbytes", default="1M", help="fixed increment (default 1M)")
+    step.add_argument("-f", "--stepfactor", type=int, default=0, help="multiplication factor")
+    nt.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
+    nt.add_argument("-w", "--warmup_iters", type=int, default=1, help="warm-up iterations (default 1)")
+    nt.add_argument("-c", "--check", type=int, default=1, help="checked iterations (default 1; 0 = off)")
+    nt.add_argument("-o", "--op", dest="redop", default="sum", help="sum|prod|min|max|avg|all")
+    nt.add_argument("-d", "--datatype", default="float",
+                    help="float|half|bfloat16|double|int8|uint8|int32|int64|all")
+    nt.add_argument("-r", "--root", type=int, default=0, help="root of broadcast/reduce (default 0)")
+    nt.add_argument("-a", "--average", type=int, default=3, choices=(0, 1, 2, 3),
+                    help="time across ranks: 0=rank 0, 1=mean, 2=min, 3=max (default 3, the "
+                         "slowest rank)")
+    d = parser.add_argument_group("ddpkit")
+    d.add_argument("--collective", "--ops", dest="ops", default="all_reduce",
+                   help="comma list of all_reduce,all_gather,reduce_scatter,broadcast,reduce,"
+                        "all_to_all,send_recv, or all (default all_reduce)")
+    d.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                   help="NCCL with GPUs, Gloo otherwise (default auto)")
+    d.add_argument("--nproc-per-node", type=int, metavar="N",
+                   help="processes per node (default: one per GPU; else 2 on one node, 1 per node)")
+    d.add_argument("--json-file", "--json-out", dest="json_file", metavar="FILE",
+                   help="write the results as JSON")
+    d.add_argument("--plot", metavar="FILE.png", help="plot busbw against size (needs matplotlib)")
+    d.add_argument("--min-busbw", type=float, metavar="GBPS",
+                   help="exit 1 when an op's average bus bandwidth is below this")
+    d.add_argument("--pairs", action="store_true",
+                   help="point-to-point bandwidth between every pair of nodes instead")
+    d.add_argument("--pairs-size", default="4M", help="message size for --pairs (default 4M)")
+    d.add_argument("--pairs-iters", type=int, default=5, help="exchanges per pair (default 5)")
+    d.add_argument("--port", type=int, default=29500, metavar="N", help="rendezvous port")
+    d.add_argument("--python", metavar="PATH", help="interpreter on every node")
+    d.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
+    d.add_argument("--grace", type=float, default=5.0, metavar="S", help=argparse.SUPPRESS)
+    d.add_argument("--corrupt", metavar="OP", help=argparse.SUPPRESS)  # tests: spoil a result
+    add_ssh_arguments(parser)
+
+
+def config_from(args: argparse.Namespace) -> dict:
+    from ddpkit.bench.table import parse_size
+    from ddpkit.nodeside.bench_job import OPS, REDOPS, TYPE_ALIASES, TYPES, sizes
+
+    lo, hi = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
+    if lo > hi:
+        raise UsageError(f"-b {args.minbytes} is larger than -e {args.maxbytes}", "swap them")
+    if args.stepfactor == 1 or args.stepfactor < 0:
+        raise UsageError(f"-f {args.stepfactor} must be 2 or more", "e.g. -f 2")
+    step = parse_size(args.stepbytes, "-i")
+    if not args.stepfactor and step < 1:
+        raise UsageError("-i must be at least 1 byte", "e.g. -i 1M")
+    for flag, value in (("-n", args.iters), ("-w", args.warmup_iters), ("-c", args.check)):
+        if value < (1 if flag == "-n" else 0):
+            raise UsageError(f"{flag} {value} is out of range", f"e.g. {flag} 20")
+    ops = list(OPS) if args.ops == "all" else [o.strip() for o in args.ops.split(",")]
+    for op in ops:
+        if op not in OPS:
+            raise UsageError(f"--collective: unknown collective '{op}'", f"choose from {', '.join(OPS)}, all")
+    redops = list(REDOPS) if args.redop == "all" else [args.redop]
+    if redops[0] not in REDOPS:
+        raise UsageError(f"-o {args.redop}: unknown reduction", f"choose from {', '.join(REDOPS)}, all")
+    types = list(TYPES) if args.datatype == "all" else [TYPE_ALIASES.get(args.datatype, args.datatype)]
+    if types[0] not in TYPES:
+        raise UsageError(f"-d {args.datatype}: unknown type", f"choose from {', '.join(TYPES)}, all")
+    return {"backend": args.backend, "ops": ops, "types": types, "redops": redops,
+            "sizes": sizes(lo, hi, step, args.stepfactor), "min_bytes": lo, "max_bytes": hi,
+            "step": args.stepfactor or step, "factor": bool(args.stepfactor),
+            "iters": args.iters, "warmup": args.warmup_iters, "check": args.check,
+            "root": args.root, "average": args.average, "corrupt": args.corrupt,
+            "pairs": args.pairs, "pair_size": parse_size(args.pairs_size, "--pairs-size"),
+            "pair_iters": max(1, args.pairs_iters)}
+
+
+class TableWriter:
+    """Prints nccl-tests' table as rows arrive: a header per collective, a footer after it."""
+
+    def __init__(self, cfg: dict, out) -> None:
+        self.cfg, self.out = cfg, out
+        self.info: dict = {}
+        self.rows: list[dict] = []
+        self.current: list[dict] = []
+        self.pairs: list[dict] = []
+
+    def handle(self, kind: str, obj: dict) -> None:
+        if kind == "HEADER":
+            self.info = obj
+        elif kind == "PAIR":
+            self.pairs.append(obj)
+        elif kind == "ROW":
+            from ddpkit.bench.table import Header, header_lines, row_line
+
+            if not self.current or self.current[-1]["op"] != obj["op"]:
+                self.close_op()
+                c = self.cfg
+                h = Header(op=obj["op"], backend=self.info.get("backend", "?"),
+                           world_size=self.info.get("world_size", 0), min_bytes=c["min_bytes"],
+                           max_bytes=c["max_bytes"], step=c["step"], factor=c["factor"],
+                           warmup=c["warmup"], iters=c["iters"], check=c["check"],
+                           hosts=tuple(self.info.get("hosts", ())))
+                self._print(*header_lines(h))
+            self.current.append(obj)
+            self.rows.append(obj)
+            self._print(row_line(obj))
+
+    def close_op(self) -> None:
+        from ddpkit.bench.table import footer_lines
+
+        if self.current:
+            self._print(*footer_lines(self.current, self.cfg.get("min_busbw")))
+            self.current = []
+
+    def _print(self, *lines: str) -> None:
+        for line in lines:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from ddpkit.cli.launch import report_problems, supervise
+    from ddpkit.launcher import PreflightError, prepare
+    from ddpkit.nodeside import source
+    from ddpkit.plan import LaunchOptions
+
+    cfg = config_from(args)
+    cfg["min_busbw"] = args.min_busbw
+    if args.plot:
+        _need_matplotlib()
+    hosts, _ = hosts_from(args)
+    if args.pairs and len(hosts) < 2:
+        raise UsageError("--pairs needs at least two hosts", "e.g. -H node0,node1,node2 --pairs")
+    nproc = 1 if args.pairs else args.nproc_per_node
+    opts = LaunchOptions(
+        script="@TMP@/ddpkit_bench.py", nproc_per_node=nproc, port=args.port,
+        python=args.python or sys.executable, workdir="/tmp",
+        run_id=f"ddpkit-bench-{secrets.token_hex(3)}",
+        env_pairs=(("DDPKIT_BENCH", json.dumps({k: v for k, v in cfg.items() if k != "min_busbw"})),))
+    single = len(hosts) == 1
+    try:
+        prepared = prepare(hosts, opts, ssh_options(args), os.environ,
+                           slots_for=lambda f: f.gpus or (2 if single else 1))
+    except PreflightError as exc:
+        report_problems(exc, args.json)
+        return int(exc.code)
+    writer = TableWriter(cfg, sys.stderr if args.json else sys.stdout)
+
+    def collect(host: str, rank: int | None, text: str) -> None:
+        m = PREFIX.match(text)
+        if m:
+            writer.handle(m.group(1), json.loads(m.group(2)))
+
+    result = supervise(prepared.plan, args, files={"ddpkit_bench.py": source("bench_job")},
+                       on_line=collect, hide=PREFIX)
+    writer.close_op()
+    rank_host = {r: n["host"] for n in result.nodes for r in n["ranks"]}
+    return finish(args, cfg, writer, result, rank_host)
+
+
+def finish(args, cfg, writer, result, rank_host) -> int:
+    from ddpkit.bench.table import avg_busbw, wrong_total
+
+    if result.exit_code != 0:
+        from ddpkit.cli.launch import show_summary
+
+        show_summary(result)
+        return result.exit_code
+    report = {"schema": 1, "backend": writer.info.get("backend", ""),
+              "world_size": writer.info.get("world_size", 0), "rows": writer.rows,
+              "avg_busbw": avg_busbw(writer.rows),
+              "avg_busbw_by_op": {op: avg_busbw([r for r in writer.rows if r["op"] == op])
+                                  for op in dict.fromkeys(r["op"] for r in writer.rows)}}
+    code = ExitCode.OK
+    if args.pairs:
+        report["pairs"], code = show_pairs(writer.pairs, rank_host, args.json)
+    if args.json_file:
+        with open(args.json_file, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+    if args.json:
+        from ddpkit.render import print_json
+
+        print_json(report)
+    if args.plot and writer.rows:
+        from ddpkit.bench.plot import plot
+
+        plot(writer.rows, args.plot)
+        err(f"ddpkit bench: plot written to {args.plot}")
+    if wrong_total(writer.rows):
+        err(f"ddpkit bench: FAILED: {wrong_total(writer.rows)} wrong value(s): the collectives "
+            "returned wrong data (check drivers, NCCL versions and the network)")
+        code = ExitCode.FAILURE
+    low = {op: bw for op, bw in report["avg_busbw_by_op"].items()
+           if args.min_busbw is not None and bw < args.min_busbw}
+    for op, bw in low.items():
+        err(f"ddpkit bench: FAILED: {op} average bus bandwidth {bw:.3g} GB/s is below "
+            f"--min-busbw {args.min_busbw:g}")
+        code = ExitCode.FAILURE
+    return code
+
+
+def show_pairs(raw: list[dict], rank_host: dict[int, str], json_mode: bool):
+    from ddpkit.bench.pairs import judge_pairs, matrix
+
+    pairs = [(rank_host.get(p["a"], p["host_a"]), rank_host.get(p["b"], p["host_b"]), p["gbps"])
+             for p in raw]
+    hosts = list(dict.fromkeys([h for a, b, _ in pairs for h in (a, b)]))
+    verdict = judge_pairs(pairs, hosts)
+    m = matrix(pairs, hosts)
+    out = sys.stderr if json_mode else sys.stdout
+    width = max(8, *(len(h) for h in hosts)) + 2
+    out.write("# point-to-point bandwidth (GB/s, one direction, "
+              f"{raw[0]['bytes'] if raw else 0} B messages)\n" if raw else "")
+    out.write("#" + "".rjust(width - 1) + "".join(h.rjust(width) for h in hosts) + "\n")
+    for a in hosts:
+        cells = ["-".rjust(width) if a == b else f"{m.get((a, b), 0.0):.3f}".rjust(width)
+                 for b in hosts]
+        out.write(a.rjust(width) + "".join(cells) + "\n")
+    a, b, g = verdict.slowest_link
+    out.write(f"# slowest link: {a} <-> {b} {g:.3f} GB/s\n")
+    out.write(f"# {verdict.note}\n")
+    data = {"matrix": [{"a": a, "b": b, "gbps": g} for a, b, g in pairs],
+            "slow_node": verdict.slow_node, "slowest_link": list(verdict.slowest_link),
+            "slow_link": verdict.slow_link, "note": verdict.note}
+    return data, ExitCode.OK
+
+
+def _need_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise EnvironmentFailure("--plot needs matplotlib, which is not installed",
+                                 "pip install 'ddpkit[plot]' (or pip install matplotlib)") from None
