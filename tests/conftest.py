@@ -13,6 +13,7 @@ from tests.vcluster import ClusterUnavailable, VCluster, missing_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
 PYTHON = sys.executable
 
 

@@ -108,13 +108,23 @@ def supervise(plan, args, **kwargs):
 
 def run_plan(plan, args) -> int:
     result = supervise(plan, args)
+    findings = diagnosis(result)
     if args.json:
         from ddpkit.render import print_json
 
-        print_json(result.to_dict())
+        print_json({**result.to_dict(), "diagnosis": [f.to_dict() for f in findings[:3]]})
     else:
-        show_summary(result)
+        show_summary(result, findings)
     return result.exit_code
+
+
+def diagnosis(result) -> list:
+    """When a run failed, what the diagnose knowledge base makes of the output of all nodes."""
+    if result.exit_code == 0 or result.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
+        return []
+    from ddpkit.diagnose import diagnose
+
+    return diagnose(result.log_tail)
 
 
 def report_problems(exc, json_mode: bool) -> None:
@@ -148,7 +158,7 @@ def show_plan(plan, json_mode: bool) -> None:
         print(node.shell())
 
 
-def show_summary(result) -> None:
+def show_summary(result, findings=()) -> None:
     if result.exit_code == 0 and not result.reason:
         ranks = sum(len(n["ranks"]) for n in result.nodes)
         err(f"ddpkit: OK: {len(result.nodes)} node(s), {ranks} rank(s), finished in "
@@ -179,3 +189,10 @@ def show_summary(result) -> None:
         out.print(f"[yellow]STOPPED[/] by {result.reason}: every node was torn down")
     else:
         out.print(f"[bold red]FAILED[/] (exit {result.exit_code})")
+    if findings:
+        f = findings[0]
+        where = f" ({f.evidence['where']})" if f.evidence.get("where") else ""
+        out.print(f"[bold]diagnosis[/]: \\[{f.category}] {escape(f.title)}")
+        out.print(f"  evidence{where}: {escape(f.evidence.get('text', ''))}")
+        out.print(f"  [cyan]fix: {escape(f.fix)}[/]")
+        out.print(f"  (ddpkit diagnose on a saved log shows all findings; source: {f.source})")

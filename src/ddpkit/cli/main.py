@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("ddpkit.cli.doctor", "check this machine and say how to fix what is wrong"),
     "check": ("ddpkit.cli.check", "check every node, versions and links before a run"),
     "launch": ("ddpkit.cli.launch", "start torchrun on every node from one command"),
+    "diagnose": ("ddpkit.cli.diagnose", "name the cause and the fix of a failed run's log"),
     "demo": ("ddpkit.cli.demo", "run the built-in DDP sanity job (PASS/FAIL)"),
     "bench": ("ddpkit.cli.bench", "nccl-tests' collective benchmark on NCCL or Gloo"),
 }

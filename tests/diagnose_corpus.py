@@ -1,0 +1,180 @@
+"""Record real failure logs on this machine for `ddpkit diagnose`'s test corpus.
+
+Every scenario causes the failure for real (real torchrun, Gloo, sshd in namespaces) and saves
+what the user would see to tests/fixtures/diagnose/local/<name>.log, with a header naming the
+expected root-cause category, the evidence it must carry and the command that made it.
+
+    python -m tests.diagnose_corpus [NAME ...]      # (re)record all or some scenarios; root
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "fixtures" / "diagnose" / "local"
+FAIL = ROOT / "tests" / "scripts" / "failures"
+SCRIPTS = ROOT / "tests" / "scripts"
+PY = sys.executable
+TORCHRUN = [PY, "-m", "torch.distributed.run"]
+
+
+@dataclass
+class Scenario:
+    name: str
+    category: str  # "none" for a successful run: no finding expected
+    expect: dict = field(default_factory=dict)  # evidence key -> value that must be found
+    needs_cluster: bool = False
+    run: Callable[..., tuple[str, str]] | None = None  # -> (log text, command shown)
+
+
+def sh(argv: list[str], env: dict | None = None, timeout: float = 180, cwd: str | None = None) -> str:
+    full = dict(os.environ)
+    full.update(env or {})
+    done = subprocess.run(argv, capture_output=True, text=True, env=full, timeout=timeout,
+                          cwd=cwd or "/tmp")
+    return done.stdout + done.stderr
+
+
+def show(argv: list[str], env: dict | None = None) -> str:
+    pre = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+    cmd = " ".join(a.replace(str(ROOT) + "/", "") for a in argv).replace(PY, "python")
+    return f"{pre} {cmd}".strip()
+
+
+def torchrun(script: Path, nproc: int = 2, env: dict | None = None, extra: list[str] = ()) -> tuple[str, str]:
+    argv = [*TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), *extra, str(script)]
+    return sh(argv, env), show(argv, env)
+
+
+def plain(script: Path, env: dict | None = None) -> tuple[str, str]:
+    argv = [PY, str(script)]
+    return sh(argv, env), show(argv, env)
+
+
+def port_in_use(_vc=None) -> tuple[str, str]:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 29511))
+    s.listen(1)
+    try:
+        argv = [*TORCHRUN, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                "--master-port", "29511", str(SCRIPTS / "train_ddp.py")]
+        return sh(argv), "(another job holds port 29511) " + show(argv)
+    finally:
+        s.close()
+
+
+def master_not_listening(vc) -> tuple[str, str]:
+    env = {"MASTER_ADDR": vc.nodes[0].ip, "MASTER_PORT": "29500", "RANK": "1", "WORLD_SIZE": "2"}
+    argv = ["env", *[f"{k}={v}" for k, v in env.items()], PY, str(FAIL / "init_with_timeout.py")]
+    out = vc.nodes[1].run(argv, timeout=120)
+    return out.stdout + out.stderr, f"(on node1, nothing started on node0) {show(argv)}"
+
+
+def hostname_loopback(vc) -> tuple[str, str]:
+    saved = {n.name: n.hosts_file.read_text() for n in vc.nodes}
+    for n in vc.nodes:
+        others = "".join(f"{m.ip} {m.name}\n" for m in vc.nodes if m is not n)
+        n.write_hosts(f"127.0.0.1 localhost\n127.0.1.1 {n.name}\n{others}")
+    try:
+        hosts = ",".join(n.ip for n in vc.nodes[:2])
+        argv = [PY, "-m", "ddpkit", "launch", "--no-preflight", "--ssh-config", str(vc.ssh_config),
+                "-H", hosts, str(SCRIPTS / "train_ddp.py")]
+        return sh(argv, timeout=300), ("(every node maps its own hostname to 127.0.1.1) "
+                                       + show(argv).replace(str(vc.ssh_config), "CFG"))
+    finally:
+        for n in vc.nodes:
+            n.write_hosts(saved[n.name])
+
+
+def ssh_key_missing(vc) -> tuple[str, str]:
+    node = vc.nodes[1]
+    keys = node.authorized_keys.read_text()
+    node.authorized_keys.write_text("")
+    try:
+        argv = [PY, "-m", "ddpkit", "launch", "--ssh-config", str(vc.ssh_config), "-H",
+                "node0,node1", str(SCRIPTS / "train_ddp.py")]
+        return sh(argv), "(node1's authorized_keys lacks the key) " + show(argv).replace(
+            str(vc.ssh_config), "CFG")
+    finally:
+        node.authorized_keys.write_text(keys)
+
+
+def small_shm(_vc=None) -> tuple[str, str]:
+    inner = f"mount -t tmpfs -o size=1m tmpfs /dev/shm && exec {PY} {FAIL / 'shm_dataloader.py'}"
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner]
+    return sh(argv), "(/dev/shm is a 1 MiB tmpfs, as in a container) " + show([PY, str(FAIL / "shm_dataloader.py")])
+
+
+def launch_success(vc) -> tuple[str, str]:
+    argv = [PY, "-m", "ddpkit", "launch", "--ssh-config", str(vc.ssh_config), "-H",
+            vc.hosts_spec(1), str(SCRIPTS / "train_ddp.py")]
+    return sh(argv, env={"TORCH_CPP_LOG_LEVEL": "INFO"}), \
+        show(argv).replace(str(vc.ssh_config), "CFG")
+
+
+SCENARIOS = [
+    Scenario("port-in-use", "port_in_use_or_firewall", {"port": "29511"}, run=port_in_use),
+    Scenario("master-not-listening", "rendezvous_master_unreachable", {"port": "29500"},
+             needs_cluster=True, run=master_not_listening),
+    Scenario("hostname-loopback", "rendezvous_master_unreachable", {}, needs_cluster=True,
+             run=hostname_loopback),
+    Scenario("skip-collective", "nccl_timeout_or_desync", {},
+             run=lambda _vc=None: torchrun(FAIL / "skip_collective.py")),
+    Scenario("skip-collective-debug", "nccl_timeout_or_desync", {},
+             run=lambda _vc=None: torchrun(FAIL / "skip_collective.py",
+                                           env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})),
+    Scenario("ddp-unused-parameters", "ddp_usage_error", {},
+             run=lambda _vc=None: torchrun(FAIL / "unused_params.py")),
+    Scenario("pg-not-initialized", "ddp_usage_error", {},
+             run=lambda _vc=None: plain(FAIL / "pg_not_initialized.py")),
+    Scenario("local-rank-required-under-torchrun", "launcher_misuse", {},
+             run=lambda _vc=None: torchrun(FAIL / "local_rank_arg.py", nproc=1)),
+    Scenario("local-rank-dash-from-launch", "launcher_misuse", {},
+             run=lambda _vc=None: (sh([PY, "-m", "torch.distributed.launch", "--nproc-per-node",
+                                       "1", str(FAIL / "local_rank_arg.py")]),
+                                   "python -m torch.distributed.launch --nproc-per-node 1 "
+                                   "tests/scripts/failures/local_rank_arg.py")),
+    Scenario("no-launcher", "launcher_misuse", {},
+             run=lambda _vc=None: plain(FAIL / "no_launcher.py")),
+    Scenario("gloo-iface-missing", "nccl_interface_selection", {"iface": "nosuch0"},
+             run=lambda _vc=None: torchrun(SCRIPTS / "train_ddp.py",
+                                           env={"GLOO_SOCKET_IFNAME": "nosuch0"})),
+    Scenario("small-dev-shm", "shared_memory_docker", {}, run=small_shm),
+    Scenario("ssh-key-missing", "ssh_failure", {}, needs_cluster=True, run=ssh_key_missing),
+    Scenario("success-torchrun-debug", "none", {},
+             run=lambda _vc=None: torchrun(SCRIPTS / "train_ddp.py",
+                                           env={"TORCH_CPP_LOG_LEVEL": "INFO",
+                                                "NCCL_DEBUG": "INFO"})),
+    Scenario("success-ddpkit-launch", "none", {}, needs_cluster=True, run=launch_success),
+]
+
+
+def record(names: list[str]) -> None:
+    from tests.vcluster import VCluster
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    chosen = [s for s in SCENARIOS if not names or s.name in names]
+    vc = VCluster(3).up() if any(s.needs_cluster for s in chosen) else None
+    try:
+        for s in chosen:
+            text, command = s.run(vc)
+            expect = " ".join(f"{k}={v}" for k, v in s.expect.items())
+            header = (f"# made: {command}\n# category: {s.category}\n"
+                      + (f"# expect: {expect}\n" if expect else ""))
+            (OUT / f"{s.name}.log").write_text(header + text)
+            print(f"recorded {s.name}: {len(text.splitlines())} lines")
+    finally:
+        if vc:
+            vc.down()
+
+
+if __name__ == "__main__":
+    record(sys.argv[1:])

@@ -1,0 +1,66 @@
+"""ddpkit diagnose as a user runs it, and diagnosis of failures caused live."""
+
+import json
+
+import pytest
+
+from tests import diagnose_corpus
+from tests.conftest import FIXTURES, SCRIPTS_DIR, ddpkit
+
+LOCAL = FIXTURES / "diagnose" / "local"
+
+
+def test_file_and_json():
+    done = ddpkit("diagnose", str(LOCAL / "gloo-iface-missing.log"), "--json")
+    assert done.returncode == 0
+    report = json.loads(done.stdout)
+    assert report["schema"] == 1
+    top = report["findings"][0]
+    assert set(top) >= {"id", "category", "confidence", "title", "evidence", "fix", "source"}
+    assert top["category"] == "nccl_interface_selection" and top["evidence"]["iface"] == "nosuch0"
+    confidences = [f["confidence"] for f in report["findings"]]
+    assert confidences[0] == max(confidences)
+
+
+def test_stdin_and_human_output():
+    text = (LOCAL / "port-in-use.log").read_text()
+    done = ddpkit("diagnose", "-", input=text)
+    assert done.returncode == 0
+    assert done.stdout.startswith("1. [port_in_use_or_firewall]")
+    assert "port=29511" in done.stdout and "fix:" in done.stdout and "source: https://" in done.stdout
+
+
+def test_nothing_known_exits_1_and_says_unknown():
+    done = ddpkit("diagnose", "-", "--json", input="epoch 1 loss 0.5\nall good\n")
+    assert done.returncode == 1 and json.loads(done.stdout) == {"schema": 1, "findings": []}
+    assert "unknown" in ddpkit("diagnose", "-", input="fine\n").stdout
+
+
+def test_missing_file_is_usage_error():
+    done = ddpkit("diagnose", "/no/such/log")
+    assert done.returncode == 2 and "cannot read /no/such/log" in done.stderr
+
+
+@pytest.mark.parametrize("name", ["gloo-iface-missing", "pg-not-initialized", "no-launcher",
+                                  "local-rank-required-under-torchrun", "port-in-use"])
+def test_failures_caused_now_are_diagnosed(name):
+    """Not only the recorded logs: cause the failure again and diagnose what it prints today."""
+    scenario = next(s for s in diagnose_corpus.SCENARIOS if s.name == name)
+    text, _ = scenario.run(None)
+    done = ddpkit("diagnose", "-", "--json", input=text)
+    top = json.loads(done.stdout)["findings"][0]
+    assert top["category"] == scenario.category
+    for key, value in scenario.expect.items():
+        assert top["evidence"].get(key) == value
+
+
+def test_launch_prints_the_diagnosis_of_a_failed_run():
+    done = ddpkit("launch", "--nproc-per-node", "2", str(SCRIPTS_DIR / "train_ddp.py"),
+                  env={"GLOO_SOCKET_IFNAME": "nosuch0"})
+    assert done.returncode == 1
+    assert "diagnosis: [nccl_interface_selection]" in done.stderr
+    assert "GLOO_SOCKET_IFNAME" in done.stderr.split("diagnosis:")[1]
+    js = json.loads(ddpkit("launch", "--json", "--nproc-per-node", "2",
+                           str(SCRIPTS_DIR / "train_ddp.py"),
+                           env={"GLOO_SOCKET_IFNAME": "nosuch0"}).stdout)
+    assert js["diagnosis"][0]["category"] == "nccl_interface_selection"
