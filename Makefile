@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(BIN)/ddpkit demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -23,6 +23,7 @@ SECRET = re.compile(r"(TOKEN|SECRET|PASSW|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE|CRE
 # torchrun prefixes each worker line with this, so every line can be labelled with its rank.
 # Not "[N]:": torchrun's own failure summary prints lines like "[0]:".
 LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
+ENGINES = ("torchrun", "accelerate", "horovod")
 VIRTUAL = re.compile(r"^(lo|docker\d*|virbr\d*|veth|br-|cni|flannel|cali|tun|tap|vxlan|kube|vnet)")
 
 
@@ -65,8 +66,11 @@ class LaunchOptions:
     env_names: tuple[str, ...] = ()  # -x NAME: forward this variable's value from here
     env_pairs: tuple[tuple[str, str], ...] = ()  # --env NAME=VALUE
     rdzv_timeout: int | None = None  # seconds nodes wait for each other at the rendezvous
+    engine: str = "torchrun"  # torchrun | accelerate (per node) | horovod (horovodrun, here)
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(f"--engine {self.engine}: unknown", f"choose from {', '.join(ENGINES)}")
         if not 1 <= self.port <= 65535:
             raise UsageError(f"--port {self.port} is not a TCP port", "use a number from 1 to 65535")
         if self.nproc_per_node is not None and self.nproc_per_node < 1:
@@ -219,6 +223,11 @@ def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str]
     base_env = forwarded_env(environ, opts.env_names, opts.env_pairs)
     base_env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = LINE_PREFIX_TEMPLATE
     standalone = len(hosts) == 1
+    if opts.max_restarts and not standalone:
+        # Measured here (torch 2.13, c10d, Gloo): after a restart the workers of the new round
+        # fail in Gloo's connectFullMesh ("Connection refused") while they share the
+        # rendezvous TCPStore; with a store of their own, as before torch 2.4, restarts work.
+        base_env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     notes: list[str] = []
     if standalone:
         master, ifaces = "127.0.0.1", [""]
@@ -230,15 +239,26 @@ def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str]
         if ipaddress.ip_address(master).is_loopback if _is_ip(master) else False:
             raise UsageError(f"the first host {hosts[0].name} resolves to loopback {master}",
                              "name the hosts by their cluster addresses (never 127.x) in -H")
+    nprocs = [opts.nproc_per_node or h.slots or 1 for h in hosts]
+    if opts.engine == "horovod":
+        return _horovodrun_plan(hosts, nprocs, opts, base_env, master, notes)
+    if opts.engine == "accelerate" and len(set(nprocs)) > 1:
+        raise UsageError(f"--engine accelerate needs the same number of processes on every node "
+                         f"(got {', '.join(map(str, nprocs))})", "give every host the same slots")
     nodes = []
     for rank, (host, fact, ifname) in enumerate(zip(hosts, facts, ifaces)):
-        nproc = opts.nproc_per_node or host.slots or 1
+        nproc = nprocs[rank]
         env = dict(base_env)
         if ifname:
             # Gloo and NCCL otherwise pick the address the hostname resolves to, which is
             # loopback on many distributions; pin both to the interface on the shared subnet.
             env.setdefault("GLOO_SOCKET_IFNAME", ifname)
             env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+        if opts.engine == "accelerate":
+            argv = _accelerate_argv(opts, len(hosts), rank, nproc, master)
+            nodes.append(NodePlan(host=host, node_rank=rank, nproc=nproc, local=fact.local,
+                                  argv=tuple(argv), env=env, workdir=opts.workdir, ifname=ifname))
+            continue
         argv = [opts.python, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)),
                 "--nproc-per-node", str(nproc)]
         if standalone:
@@ -261,6 +281,41 @@ def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str]
                               argv=tuple(argv), env=env, workdir=opts.workdir, ifname=ifname))
     return Plan(nodes=tuple(nodes), master_addr=master, port=opts.port, run_id=opts.run_id,
                 standalone=standalone, notes=tuple(notes))
+
+
+def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
+                     master: str) -> list[str]:
+    """`accelerate launch` for one node; it runs torchrun in-process (static rendezvous)."""
+    total = nproc * nnodes
+    argv = [opts.python, "-m", "accelerate.commands.launch", "--num_machines", str(nnodes),
+            "--machine_rank", str(rank), "--num_processes", str(total),
+            "--main_process_port", str(opts.port), "--mixed_precision", "no",
+            "--dynamo_backend", "no", "--max_restarts", str(opts.max_restarts), "--tee", "3"]
+    if nnodes > 1:
+        argv += ["--main_process_ip", master, "--same_network"]
+    if total > 1:
+        argv += ["--multi_gpu"]  # on CPU too: without it accelerate starts one plain process
+    if opts.module:
+        argv += ["--module"]
+    return argv + [opts.script, *opts.script_args]
+
+
+def _horovodrun_plan(hosts: list[Host], nprocs: list[int], opts: LaunchOptions,
+                     env: dict[str, str], master: str, notes: list[str]) -> Plan:
+    """Real Horovod: one horovodrun on this machine, which starts every node itself over SSH."""
+    spec = ",".join(f"{'localhost' if len(hosts) == 1 else h.target}:{n}"
+                    for h, n in zip(hosts, nprocs))
+    argv = [opts.python, "-m", "horovod.runner.launch", "-np", str(sum(nprocs)), "-H", spec,
+            "--gloo", "--gloo-timeout-seconds", str(opts.rdzv_timeout or 60)]
+    if len(hosts) > 1:
+        argv += ["--network-interface", env.get("GLOO_SOCKET_IFNAME", "")] \
+            if env.get("GLOO_SOCKET_IFNAME") else []
+    argv += [opts.python, *(["-m"] if opts.module else []), opts.script, *opts.script_args]
+    node = NodePlan(host=Host("localhost"), node_rank=0, nproc=sum(nprocs), local=True,
+                    argv=tuple(argv), env=env, workdir=opts.workdir)
+    return Plan(nodes=(node,), master_addr=master, port=opts.port, run_id=opts.run_id,
+                standalone=True, notes=tuple(notes + ["horovodrun starts the other nodes itself "
+                                                      "(its own SSH and teardown)"]))
 
 
 def _rdzv_conf(is_host: bool, timeout: int | None) -> str:

@@ -27,7 +27,8 @@ from ddpkit.plan import NodePlan, Plan
 from ddpkit.remote import SshOptions, classify_ssh_error, first_ssh_line, ssh_argv
 
 MARK = "@@ddpkit-node-exit "
-RANK_LINE = re.compile(r"^\[rank(\d+)\]:(.*)$", re.S)
+# torchrun's tee (with our prefix template), or horovodrun/mpirun's "[1,0]<stdout>:"
+RANK_LINE = re.compile(r"^(?:\[rank(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:)(.*)$", re.S)
 # torchrun chatter that says nothing about the run; kept in --log-dir files, not on the console.
 NOISE = re.compile(r"^\*{20,}$|^Setting OMP_NUM_THREADS environment variable for each process|"
                    r"node_rank is only used for static rdzv_backend|"
@@ -185,8 +186,8 @@ class Supervisor:
                 pass
             return
         m = RANK_LINE.match(text)
-        rank = int(m.group(1)) if m else None
-        body = m.group(2) if m else text
+        rank = int(m.group(1) or m.group(2)) if m else None
+        body = m.group(3) if m else text
         if m and body.startswith(f"[rank{rank}]:"):  # torch labels worker tracebacks itself
             body = body[len(f"[rank{rank}]:"):]
             body = body[1:] if body.startswith(" ") else body

@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--workdir", metavar="DIR", help="working directory on every node "
                      "(default: the current one)")
     run.add_argument("-m", "--module", action="store_true", help="run SCRIPT as a module")
+    run.add_argument("--engine", choices=("torchrun", "accelerate", "horovod"), default="torchrun",
+                     help="torchrun on every node (default); `accelerate launch` on every node; "
+                          "or real Horovod's horovodrun from here")
+    run.add_argument("--horovod", action="store_true",
+                     help="run an unmodified `import horovod.torch as hvd` script on torchrun, "
+                          "with ddpkit's Horovod API (no Horovod needed)")
     env = parser.add_argument_group("environment (NCCL_*, TORCH_*, GLOO_*, OMP_*, PYTHON* are "
                                     "forwarded; nothing else)")
     env.add_argument("-x", dest="export", action="append", default=[], metavar="NAME",
@@ -59,12 +65,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from(args: argparse.Namespace, script: str, script_args: list[str]):
     from ddpkit.plan import LaunchOptions, parse_env_pair
 
+    pairs = [parse_env_pair(p) for p in args.env]
+    if getattr(args, "horovod", False):
+        # the shim's horovod/ package is written into the node's temporary directory (@TMP@)
+        current = os.environ.get("PYTHONPATH", "")
+        pairs.append(("PYTHONPATH", "@TMP@/hvdshim" + (f":{current}" if current else "")))
     return LaunchOptions(
         script=script, script_args=tuple(script_args), module=args.module,
+        engine=getattr(args, "engine", "torchrun"),
         nproc_per_node=args.nproc_per_node, port=args.port, max_restarts=args.max_restarts,
         python=args.python or sys.executable, workdir=os.path.abspath(args.workdir or os.getcwd()),
         run_id=f"ddpkit-{secrets.token_hex(4)}", env_names=tuple(args.export),
-        env_pairs=tuple(parse_env_pair(p) for p in args.env), rdzv_timeout=args.rdzv_timeout)
+        env_pairs=tuple(pairs), rdzv_timeout=args.rdzv_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,7 +97,15 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         show_plan(prepared.plan, args.json)
         return ExitCode.OK
-    return run_plan(prepared.plan, args)
+    files = None
+    if args.horovod:
+        if args.engine != "torchrun":
+            raise UsageError("--horovod runs on torchrun", "drop --engine, or use --engine horovod "
+                             "for real Horovod instead")
+        from ddpkit.compat import shim_files
+
+        files = shim_files()
+    return run_plan(prepared.plan, args, files=files)
 
 
 def supervise(plan, args, **kwargs):
@@ -106,8 +126,8 @@ def supervise(plan, args, **kwargs):
                    **kwargs)
 
 
-def run_plan(plan, args) -> int:
-    result = supervise(plan, args)
+def run_plan(plan, args, files=None) -> int:
+    result = supervise(plan, args, files=files)
     findings = diagnosis(result)
     if args.json:
         from ddpkit.render import print_json

@@ -13,6 +13,7 @@ from ddpkit.errors import DdpkitError, ExitCode
 # name -> (module, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("ddpkit.cli.doctor", "check this machine and say how to fix what is wrong"),
+    "setup": ("ddpkit.cli.setup", "install what training needs (setup horovod: build Horovod)"),
     "check": ("ddpkit.cli.check", "check every node, versions and links before a run"),
     "launch": ("ddpkit.cli.launch", "start torchrun on every node from one command"),
     "diagnose": ("ddpkit.cli.diagnose", "name the cause and the fix of a failed run's log"),

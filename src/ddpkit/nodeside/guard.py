@@ -118,13 +118,15 @@ def main():
         finish(2, error="workdir")
     argv = [a.replace("@TMP@", tmp) for a in cfg["argv"]]
     for name, text in cfg.get("files", {}).items():
-        with open(os.path.join(tmp, name), "w") as f:
+        path = os.path.join(tmp, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
             f.write(text)
     if cfg.get("log_dir_flag") and "torch.distributed.run" in argv:
         at = argv.index("torch.distributed.run") + 1
         argv[at:at] = ["--log-dir", os.path.join(tmp, "logs")]
     env = dict(os.environ)
-    env.update(cfg.get("env", {}))
+    env.update({k: v.replace("@TMP@", tmp) for k, v in cfg.get("env", {}).items()})
     stop = threading.Event()
     torn = []
 
