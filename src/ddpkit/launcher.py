@@ -68,14 +68,16 @@ def prepare(hosts: list[Host], opts: LaunchOptions, ssh: SshOptions,
         facts = [NodeFacts(local=h.name in LOCAL_NAMES, ssh_hostname=h.name) for h in hosts]
         return Prepared(make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts), ())
     local = local_flags(hosts)
+    need = {"accelerate": ("accelerate",), "horovod": ("horovod",)}.get(opts.engine, ())
     if len(hosts) == 1 and local[0] and opts.python == sys.executable:
-        probes = [probe_here(hosts[0], opts.workdir, script, opts.module)]  # no SSH, no subprocess
+        probes = [probe_here(hosts[0], opts.workdir, script, opts.module, need)]  # no SSH
         _raise_problems(probes)
         facts = [p.facts or NodeFacts() for p in probes]
         return Prepared(make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts),
                         tuple(probes))
     with Agents(hosts, local, ssh, opts.python) as agents:
-        probes = probe_with(agents, ssh, opts.python, opts.workdir, script, opts.module)
+        probes = probe_with(agents, ssh, opts.python, opts.workdir, script, opts.module,
+                            need=need)
         _raise_problems(probes)
         facts = [p.facts or NodeFacts() for p in probes]
         plan = make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts)

@@ -68,9 +68,10 @@ def local_flags(hosts: list[Host]) -> list[bool]:
 
 
 def probe_with(agents: Agents, ssh: SshOptions, python: str, workdir: str, script: str,
-               module: bool, timeout: float = 30) -> list[Probe]:
-    """Every node answers the probe over its agent session, in parallel."""
-    args = [workdir, script, "module" if module else "file"]
+               module: bool, timeout: float = 30, need: tuple[str, ...] = ()) -> list[Probe]:
+    """Every node answers the probe over its agent session, in parallel. `need`: modules the
+    run imports on every node (accelerate, ...)."""
+    args = [workdir, script, "module" if module else "file", ",".join(need)]
     replies = agents.ask([{"op": "probe", "source": source("probe"), "args": args}
                           for _ in agents.hosts], timeout)
     out = []
@@ -85,11 +86,12 @@ def probe_with(agents: Agents, ssh: SshOptions, python: str, workdir: str, scrip
     return out
 
 
-def probe_here(host: Host, workdir: str, script: str, module: bool) -> Probe:
+def probe_here(host: Host, workdir: str, script: str, module: bool,
+               need: tuple[str, ...] = ()) -> Probe:
     """The local node with this interpreter: no subprocess, no SSH."""
     namespace: dict = {"__name__": "ddpkit_probe"}
     exec(compile(source("probe"), "nodeside/probe.py", "exec"), namespace)
-    info = namespace["collect"](workdir, script, "module" if module else "file")
+    info = namespace["collect"](workdir, script, "module" if module else "file", ",".join(need))
     return _judge(host, Reply(host, 0, json.dumps(info), ""), True, sys.executable, workdir,
                   script, SshOptions())
 
@@ -128,6 +130,10 @@ def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
     elif not info.get("workdir_ok"):
         problem = NodeProblem(host, "workdir", f"working directory {workdir} does not exist",
                               "give --workdir DIR, or keep the code on a filesystem every node mounts")
+    elif info.get("missing"):
+        missing = ", ".join(info["missing"])
+        problem = NodeProblem(host, "module", f"{missing} not installed for {info.get('executable', python)}",
+                              f"{python} -m pip install {' '.join(info['missing'])} (on {host.name})")
     elif not info.get("script_ok"):
         problem = NodeProblem(host, "script", f"script {script} not found in {workdir}",
                               "check the path; every node needs the script at the same place",

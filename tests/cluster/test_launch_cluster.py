@@ -156,3 +156,16 @@ def test_dropped_ssh_session_stops_the_run(vcluster):
         assert "SSH session lost" in run.output
     finally:
         run.kill()
+
+
+def test_this_machine_as_node0_with_a_remote_node(vcluster):
+    """The usual way: run the launcher on node0 and name it localhost. The local share runs
+    without SSH; the rendezvous is this machine's address on the subnet node1 shares."""
+    done = launch(vcluster, "localhost:1,node1:1", str(SCRIPTS / "train_ddp.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    sums = param_sums(done.stdout)
+    assert sorted(sums) == ["0", "1"] and len(set(sums.values())) == 1
+    assert re.search(r"^localhost:\d +\| PARAMS", done.stdout, re.M)
+    dry = launch(vcluster, "localhost:1,node1:1", "--dry-run", str(SCRIPTS / "train_ddp.py"))
+    assert f"c10d at {vcluster.subnet_prefix}.1:29500" in dry.stdout
+    assert "via this machine" in dry.stdout and "via ssh node1" in dry.stdout

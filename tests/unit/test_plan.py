@@ -161,3 +161,42 @@ def test_assign_np(hosts, np, expect):
 def test_assign_np_errors(hosts, np):
     with pytest.raises(UsageError):
         assign_np(hosts, np)
+
+
+def test_probe_names_a_missing_module():
+    from ddpkit.probe import probe_here
+
+    p = probe_here(Host("localhost"), "/", "", False, need=("no_such_module_xyz",))
+    assert p.problem.kind == "module" and "no_such_module_xyz not installed" in p.problem.message
+    assert "pip install no_such_module_xyz" in p.problem.fix
+
+
+def test_accelerate_plan_per_node():
+    opts = LaunchOptions(script="t.py", engine="accelerate", python="py", port=29501)
+    plan = make_plan([Host("a", 2), Host("b", 2)], opts, {}, [facts(1), facts(2)])
+    argv = list(plan.nodes[1].argv)
+    assert argv[:3] == ["py", "-m", "accelerate.commands.launch"]
+    pairs = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1) if argv[i].startswith("--")}
+    assert pairs["--num_machines"] == "2" and pairs["--machine_rank"] == "1"
+    assert pairs["--num_processes"] == "4" and pairs["--main_process_ip"] == "10.0.0.1"
+    assert pairs["--main_process_port"] == "29501" and "--multi_gpu" in argv
+    with pytest.raises(UsageError):
+        make_plan([Host("a", 2), Host("b", 1)], opts, {}, [facts(1), facts(2)])
+
+
+def test_horovodrun_plan_is_one_local_command():
+    opts = LaunchOptions(script="t.py", engine="horovod", python="py")
+    plan = make_plan([Host("a", 2), Host("b", 2)], opts, {}, [facts(1), facts(2)])
+    (node,) = plan.nodes
+    argv = list(node.argv)
+    assert node.local and argv[:3] == ["py", "-m", "horovod.runner.launch"]
+    assert argv[argv.index("-np") + 1] == "4" and argv[argv.index("-H") + 1] == "a:2,b:2"
+    assert "--gloo" in argv and argv[-2:] == ["py", "t.py"]
+
+
+def test_restarts_on_several_nodes_get_their_own_worker_store():
+    opts = LaunchOptions(script="t.py", max_restarts=1)
+    plan = make_plan([Host("a"), Host("b")], opts, {}, [facts(1), facts(2)])
+    assert plan.nodes[0].env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    single = make_plan([Host("a")], opts, {}, [NodeFacts(local=True)])
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in single.nodes[0].env

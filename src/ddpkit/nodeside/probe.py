@@ -1,5 +1,6 @@
 # Node probe: prints one JSON line with what the launcher needs to plan a run here.
-# argv: [workdir, script or "", "module" or "file"]. Stdlib only, Python 3.6+.
+# argv: [workdir, script or "", "module" or "file", modules that must be importable (a,b)].
+# Stdlib only, Python 3.6+.
 import glob
 import json
 import os
@@ -46,7 +47,9 @@ def torch_version():
     return ""
 
 
-def collect(workdir, script, kind):
+def collect(workdir, script, kind, need=""):
+    import importlib.util
+
     name = socket.gethostname()
     try:
         resolved = sorted({i[4][0] for i in socket.getaddrinfo(name, None, socket.AF_INET)})
@@ -66,8 +69,9 @@ def collect(workdir, script, kind):
         "torch": torch_version(),
         "workdir_ok": wd_ok,
         "script_ok": script_ok,
+        "missing": [m for m in need.split(",") if m and importlib.util.find_spec(m) is None],
     }
 
 
 if __name__ == "__main__":  # as `python -c`; probe.py's local path calls collect() directly
-    print(json.dumps(collect(*(sys.argv[1:] + ["", "", "file"])[:3])))
+    print(json.dumps(collect(*(sys.argv[1:] + ["", "", "file", ""])[:4])))
