@@ -63,6 +63,14 @@ def cleanup_stale() -> None:
         _sh(["ip", "link", "del", f"dk{pid}br"], check=False)
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _kill_ns_pids(ns: str) -> None:
     pids = _sh(["ip", "netns", "pids", ns], check=False).stdout.split()
     for pid in pids:
@@ -100,10 +108,10 @@ class Node:
         return _sh(enter + argv, check=check, timeout=timeout, env=env, **kw)
 
     def pids(self) -> list[int]:
-        """Every process in the node's network namespace except its sshd."""
+        """Every process in the node's network namespace except sshd's own (its listener, and
+        session processes that wait for a dead connection to time out)."""
         out = _sh(["ip", "netns", "pids", self.ns], check=False).stdout.split()
-        keep = {self.sshd.pid} if self.sshd else set()
-        return [int(p) for p in out if p.isdigit() and int(p) not in keep]
+        return [int(p) for p in out if p.isdigit() and _comm(int(p)) not in ("sshd", "")]
 
     def write_hosts(self, text: str) -> None:
         # In place: sed -i or a rename would swap the inode and the bind mount keeps the old one.

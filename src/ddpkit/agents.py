@@ -16,16 +16,24 @@ from ddpkit.remote import LineSession, Reply, SshOptions
 class Agents:
     def __init__(self, hosts: list[Host], local: list[bool], ssh: SshOptions, python: str) -> None:
         self.hosts, self.local = hosts, local
-        self.sessions = [LineSession(h, ssh, [python, "-c", source("agent")], is_local)
-                         for h, is_local in zip(hosts, local)]
         self.queues: list[queue.Queue] = [queue.Queue() for _ in hosts]
         self.ended: list[Reply | None] = [None] * len(hosts)  # why a session ended early
-        for i in range(len(hosts)):
-            threading.Thread(target=self._read, args=(i,), daemon=True).start()
+        self.sessions: list[LineSession | None] = []
+        argv = [python, "-c", source("agent")]
+        for i, (host, is_local) in enumerate(zip(hosts, local)):
+            try:
+                self.sessions.append(LineSession(host, ssh, argv, is_local))
+            except OSError as exc:  # no such interpreter here, or no ssh client
+                self.sessions.append(None)
+                what = argv[0] if is_local else "ssh"
+                self.ended[i] = Reply(host, 127, "", f"cannot run {what}: {exc.strerror}")
+        for i, s in enumerate(self.sessions):
+            if s is not None:
+                threading.Thread(target=self._read, args=(i,), daemon=True).start()
 
     def _read(self, i: int) -> None:
         s = self.sessions[i]
-        assert s.proc.stdout is not None
+        assert s is not None and s.proc.stdout is not None
         for line in s.proc.stdout:
             if line.startswith("{"):
                 try:
@@ -40,9 +48,10 @@ class Agents:
     def ask(self, messages: list[dict | None], timeout: float) -> list[dict | None]:
         """Send message i to node i (None: skip it) and wait for every answer in parallel."""
         for i, msg in enumerate(messages):
-            if msg is not None and self.alive(i):
+            session = self.sessions[i]
+            if msg is not None and self.alive(i) and session is not None:
                 try:
-                    self.sessions[i].send(msg)
+                    session.send(msg)
                 except OSError:
                     pass  # the reader sees the end and records why
         deadline = time.monotonic() + timeout
@@ -56,8 +65,8 @@ class Agents:
             except queue.Empty:
                 self.ended[i] = Reply(self.hosts[i], None, "", f"no answer within {timeout:g}s")
                 got = None
-            if got is None and self.ended[i] is None:
-                s = self.sessions[i]
+            s = self.sessions[i]
+            if got is None and self.ended[i] is None and s is not None:
                 said = s.stderr()
                 self.ended[i] = Reply(self.hosts[i], s.proc.returncode, "", said)
             replies.append(got)
@@ -65,7 +74,8 @@ class Agents:
 
     def close(self) -> None:
         for s in self.sessions:
-            s.close()
+            if s is not None:
+                s.close()
 
     def __enter__(self) -> Agents:
         return self

@@ -1,6 +1,7 @@
 """Host specs -> [Host]: `-H a:4,b:4`, MPI/DeepSpeed hostfiles, SLURM allocations.
 
-Pure functions over strings and mappings. Every error names the spec, the bad part and the fix.
+Parsing is pure (strings and mappings in, Hosts out); only resolve_hosts reads the hostfile.
+Every error names the spec, the bad part and the fix.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ class Host:
         return {"name": self.name, "slots": self.slots, "user": self.user}
 
 
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# A host name never starts with "-": ssh would read it as an option (-oProxyCommand=...).
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
 def _slots(text: str, where: str, part: str) -> int:
@@ -46,12 +49,17 @@ def parse_host(part: str, where: str = "-H") -> Host:
     user, _, rest = part.rpartition("@") if "@" in part else ("", "", part)
     if "@" in part and not user:
         raise UsageError(f"{where}: '{part}' has an empty user name", "write USER@HOST[:SLOTS]")
+    if user and not _USER.match(user):
+        raise UsageError(f"{where}: '{user}' in '{part}' is not a user name",
+                         "write USER@HOST[:SLOTS] with a plain user name")
     slots: int | None = None
     if rest.startswith("["):  # IPv6 literal
         close = rest.find("]")
         if close < 0:
             raise UsageError(f"{where}: '{part}' has an unclosed '['", "write [ADDR]:SLOTS")
         name, tail = rest[1:close], rest[close + 1:]
+        if not re.match(r"^[0-9A-Fa-f:.%]+$", name):
+            raise UsageError(f"{where}: '{part}' is not an IPv6 address", "write [ADDR]:SLOTS")
         if tail:
             if not tail.startswith(":"):
                 raise UsageError(f"{where}: cannot read '{part}'", "write [ADDR]:SLOTS")
@@ -184,7 +192,7 @@ def resolve_hosts(host_list: str | None, hostfile: str | None,
         return parse_host_list(host_list), "-H"
     if hostfile is not None:
         try:
-            with open(hostfile, encoding="utf-8") as f:
+            with open(hostfile, encoding="utf-8", errors="replace") as f:
                 text = f.read()
         except OSError as exc:
             raise UsageError(f"--hostfile {hostfile}: {exc.strerror}",

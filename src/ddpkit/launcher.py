@@ -58,7 +58,7 @@ def assign_np(hosts: list[Host], np: int) -> list[Host]:
 
 
 def prepare(hosts: list[Host], opts: LaunchOptions, ssh: SshOptions,
-            environ: Mapping[str, str], *, preflight: bool = True,
+            environ: Mapping[str, str], *, preflight: bool = True, dry_run: bool = False,
             slots_for: Callable[[NodeFacts], int] | None = None) -> Prepared:
     """Probe every node (unless told not to), plan, and check that every node reaches the
     rendezvous port, all over one agent session per node. slots_for gives a host without
@@ -81,7 +81,7 @@ def prepare(hosts: list[Host], opts: LaunchOptions, ssh: SshOptions,
         _raise_problems(probes)
         facts = [p.facts or NodeFacts() for p in probes]
         plan = make_plan(_slotted(hosts, facts, slots_for), opts, environ, facts)
-        if not plan.standalone:
+        if not plan.standalone and not dry_run:  # a dry run only looks; it holds no port
             check_rendezvous(agents, plan, facts)
     return Prepared(plan, tuple(probes))
 
@@ -121,13 +121,11 @@ def check_rendezvous(agents: Agents, plan: Plan, facts: list[NodeFacts]) -> None
 
 def execute(plan: Plan, ssh: SshOptions, *, log_dir: str | None, grace: float,
             json_mode: bool, files: dict[str, str] | None = None, register=None,
-            on_line=None, hide=None) -> RunResult:
-    import sys
-
+            on_line=None, hide=None, heartbeat_timeout: float = 30.0) -> RunResult:
     width = max(len(f"{n.host.name}:{plan.world_size - 1}") for n in plan.nodes) + 1
     printer = Printer(sys.stdout, sys.stderr, width, Path(log_dir) if log_dir else None)
     sup = Supervisor(plan, ssh, printer, grace=grace, files=files, json_mode=json_mode,
-                     on_line=on_line, hide=hide)
+                     on_line=on_line, hide=hide, heartbeat_timeout=heartbeat_timeout)
     if register:
         register(sup)
     return sup.run()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ddpkit.agents import Agents
 from ddpkit.hosts import Host
-from ddpkit.remote import Reply, classify_ssh_error, first_ssh_line
+from ddpkit.remote import Reply, describe_ssh_failure
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,6 @@ def probe_links(agents: Agents, addrs: list[str], port: int, *, peers: bool,
 
 def _why(reply: Reply, host: Host) -> str:
     if reply.returncode == 255:
-        fail = classify_ssh_error(reply.stderr, host)
-        return f"{fail.message} ({first_ssh_line(reply.stderr)})"
+        return describe_ssh_failure(reply.stderr, host).message
     last = reply.stderr.strip().splitlines()[-1] if reply.stderr.strip() else f"exit {reply.returncode}"
     return f"link probe failed: {last}"

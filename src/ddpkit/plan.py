@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ddpkit.checks.util import VIRTUAL_IFACE
 from ddpkit.errors import UsageError
 from ddpkit.hosts import Host
 
@@ -19,12 +20,14 @@ from ddpkit.hosts import Host
 FORWARD_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "OMP_", "PYTHON")
 # Never forwarded even when they match a prefix: they describe this process, not the run.
 NEVER_FORWARD = ("PYTHONHOME", "PYTHONEXECUTABLE", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
-SECRET = re.compile(r"(TOKEN|SECRET|PASSW|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I)
+# Names that hold secrets: *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL*, *PRIVATE*, and KEY or AUTH
+# as a word of the name (WANDB_API_KEY, SSH_KEY, --encryption-key, AUTH_HEADER; not KEYBOARD).
+SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|(?:^|_)(?:API_?)?KEY(?:$|_)|(?:^|_)AUTH(?:$|_)",
+                    re.I)
 # torchrun prefixes each worker line with this, so every line can be labelled with its rank.
 # Not "[N]:": torchrun's own failure summary prints lines like "[0]:".
 LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
 ENGINES = ("torchrun", "accelerate", "horovod")
-VIRTUAL = re.compile(r"^(lo|docker\d*|virbr\d*|veth|br-|cni|flannel|cali|tun|tap|vxlan|kube|vnet)")
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,7 @@ class NodePlan:
     env: Mapping[str, str]
     workdir: str
     ifname: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.host.name
+    clean_env: bool = False  # start from a minimal environment, not the node's (horovodrun)
 
     def shell(self, masked: bool = True) -> str:
         """The command to paste on this node: cd, env, torchrun."""
@@ -118,14 +118,6 @@ class Plan:
     def world_size(self) -> int:
         return sum(n.nproc for n in self.nodes)
 
-    def rank_ranges(self) -> dict[str, str]:
-        """Node -> the global ranks it will run if the rendezvous keeps host order."""
-        out, start = {}, 0
-        for n in self.nodes:
-            out[n.label] = f"{start}-{start + n.nproc - 1}" if n.nproc > 1 else str(start)
-            start += n.nproc
-        return out
-
     def to_dict(self) -> dict:
         return {
             "run_id": self.run_id, "master_addr": self.master_addr, "port": self.port,
@@ -147,17 +139,19 @@ def mask_args(argv: list[str]) -> list[str]:
     out: list[str] = []
     hide_next = False
     for arg in argv:
-        if hide_next:
+        if hide_next and not arg.startswith("-"):
             out.append("****")
             hide_next = False
             continue
+        hide_next = False
         flag, eq, _ = arg.partition("=")
-        if arg.startswith("-") and SECRET.search(flag.replace("-", "_")):
+        name = flag.lstrip("-").replace("-", "_")
+        if arg.startswith("-") and SECRET.search(name) and not name.lower().startswith("no_"):
             if eq:
                 out.append(f"{flag}=****")
             else:
                 out.append(arg)
-                hide_next = True
+                hide_next = True  # the value follows, unless the next word is another flag
             continue
         out.append(arg)
     return out
@@ -207,7 +201,8 @@ def choose_network(facts: list[NodeFacts]) -> tuple[str, list[str], str]:
     def rank(net: ipaddress.IPv4Network) -> tuple:
         mine = [a for a in per_node[0] if a.network == net]
         named = any(a.ip == first.ssh_hostname for a in mine)
-        virtual = any(VIRTUAL.match(a.iface) for addrs in per_node for a in addrs if a.network == net)
+        virtual = any(VIRTUAL_IFACE.match(a.iface) for addrs in per_node for a in addrs
+                      if a.network == net)
         return (not named, virtual, -net.prefixlen, str(net))
 
     net = min(shared, key=rank)
@@ -236,6 +231,10 @@ def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str]
         if not master:
             master = facts[0].ssh_hostname or hosts[0].name
             notes.append(f"{why}: using {master} as the rendezvous address")
+            if master in ("localhost", "localhost.localdomain"):
+                raise UsageError(f"the first host is '{master}', which other nodes cannot reach",
+                                 "name the first host by its cluster address in -H (its IP or "
+                                 "a name every node resolves)")
         if ipaddress.ip_address(master).is_loopback if _is_ip(master) else False:
             raise UsageError(f"the first host {hosts[0].name} resolves to loopback {master}",
                              "name the hosts by their cluster addresses (never 127.x) in -H")
@@ -303,7 +302,8 @@ def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
 def _horovodrun_plan(hosts: list[Host], nprocs: list[int], opts: LaunchOptions,
                      env: dict[str, str], master: str, notes: list[str]) -> Plan:
     """Real Horovod: one horovodrun on this machine, which starts every node itself over SSH."""
-    spec = ",".join(f"{'localhost' if len(hosts) == 1 else h.target}:{n}"
+    # horovodrun takes no user@: users come from ~/.ssh/config, as for ssh itself
+    spec = ",".join(f"{'localhost' if len(hosts) == 1 else h.name}:{n}"
                     for h, n in zip(hosts, nprocs))
     argv = [opts.python, "-m", "horovod.runner.launch", "-np", str(sum(nprocs)), "-H", spec,
             "--gloo", "--gloo-timeout-seconds", str(opts.rdzv_timeout or 60)]
@@ -311,8 +311,10 @@ def _horovodrun_plan(hosts: list[Host], nprocs: list[int], opts: LaunchOptions,
         argv += ["--network-interface", env.get("GLOO_SOCKET_IFNAME", "")] \
             if env.get("GLOO_SOCKET_IFNAME") else []
     argv += [opts.python, *(["-m"] if opts.module else []), opts.script, *opts.script_args]
+    # horovodrun copies its whole environment onto every node's ssh command line: give it
+    # only what a run needs (clean_env) plus the forwarded variables.
     node = NodePlan(host=Host("localhost"), node_rank=0, nproc=sum(nprocs), local=True,
-                    argv=tuple(argv), env=env, workdir=opts.workdir)
+                    argv=tuple(argv), env=env, workdir=opts.workdir, clean_env=True)
     return Plan(nodes=(node,), master_addr=master, port=opts.port, run_id=opts.run_id,
                 standalone=True, notes=tuple(notes + ["horovodrun starts the other nodes itself "
                                                       "(its own SSH and teardown)"]))

@@ -16,7 +16,7 @@ from ddpkit.agents import Agents
 from ddpkit.hosts import Host
 from ddpkit.nodeside import source
 from ddpkit.plan import Addr, NodeFacts
-from ddpkit.remote import Reply, SshOptions, classify_ssh_error, first_ssh_line, ssh_hostname
+from ddpkit.remote import Reply, SshOptions, describe_ssh_failure, ssh_hostname
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1", "localhost.localdomain")
 
@@ -101,9 +101,8 @@ def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
         return Probe(host, None, NodeProblem(host, "timeout", f"no answer within the probe timeout ({reply.stderr})",
                                              f"check that {host.name} is up and not overloaded"), {})
     if reply.returncode == 255 and not is_here:
-        fail = classify_ssh_error(reply.stderr, host)
-        said = first_ssh_line(reply.stderr)
-        return Probe(host, None, NodeProblem(host, fail.kind, f"{fail.message} ({said})", fail.fix), {})
+        fail = describe_ssh_failure(reply.stderr, host)
+        return Probe(host, None, NodeProblem(host, fail.kind, fail.message, fail.fix), {})
     if reply.returncode != 0:
         text = reply.stderr.strip()
         if reply.returncode == 127 or "No such file or directory" in text:

@@ -106,6 +106,13 @@ def classify_ssh_error(stderr: str, host: Host) -> SshFailure:
     return SshFailure("other", f"ssh failed: {last}", f"try 'ssh {host.target} true' by hand")
 
 
+def describe_ssh_failure(stderr: str, host: Host) -> SshFailure:
+    """The classified failure with ssh's own words appended, as every command reports it."""
+    fail = classify_ssh_error(stderr, host)
+    said = first_ssh_line(stderr)
+    return SshFailure(fail.kind, f"{fail.message} ({said})" if said else fail.message, fail.fix)
+
+
 def first_ssh_line(stderr: str) -> str:
     """The line of ssh's stderr that says what went wrong (not warnings about known_hosts)."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
@@ -145,7 +152,8 @@ class LineSession:
         self.host = host
         argv = remote_argv if local else ssh_argv(host, opts, remote_argv)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                     stderr=subprocess.PIPE, text=True, errors="replace",
+                                     start_new_session=True)
 
     def send(self, obj: dict) -> None:
         assert self.proc.stdin is not None

@@ -73,9 +73,15 @@ def plan(python: str, version: str, workdir: Path) -> list[Step]:
 
 def _run(step: Step, env: dict[str, str], log) -> None:
     log(f"ddpkit setup horovod: {step.what}")
-    done = subprocess.run(step.argv, env=env, capture_output=True, text=True)
+    try:
+        done = subprocess.run(step.argv, env=env, capture_output=True, text=True, errors="replace")
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot run {step.argv[0]}: {exc.strerror}",
+                                 "give --python the path of the interpreter that has torch") from None
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+        for line in tail:
+            log(f"  {line}")
         raise EnvironmentFailure(f"{step.what} failed (exit {done.returncode}): "
                                  + (tail[-1] if tail else ""),
                                  "see the lines above; the build needs g++, cmake and make "
@@ -101,7 +107,10 @@ def setup_horovod(python: str = sys.executable, version: str = "0.28.1", log=pri
             raise EnvironmentFailure(f"no source archive of horovod {version} was downloaded",
                                      "check that PyPI is reachable (pip download horovod)")
         with tarfile.open(archive) as tar:
-            tar.extractall(work, filter="data") if sys.version_info >= (3, 12) else tar.extractall(work)
+            if hasattr(tarfile, "data_filter"):  # 3.9.17+, 3.10.12+, 3.11.4+, 3.12
+                tar.extractall(work, filter="data")
+            else:  # pragma: no cover
+                tar.extractall(work)
         changed = patch_cxx17(work / f"horovod-{version}")
         log(f"ddpkit setup horovod: C++17 in {', '.join(changed) or 'nothing (already 17)'}"
             f"; controllers: gloo{' + mpi' if mpi else ''}")

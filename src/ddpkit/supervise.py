@@ -24,7 +24,7 @@ from typing import IO, Callable
 
 from ddpkit.nodeside import source
 from ddpkit.plan import NodePlan, Plan
-from ddpkit.remote import SshOptions, classify_ssh_error, first_ssh_line, ssh_argv
+from ddpkit.remote import SshOptions, describe_ssh_failure, ssh_argv
 
 MARK = "@@ddpkit-node-exit "
 # torchrun's tee (with our prefix template), or horovodrun/mpirun's "[1,0]<stdout>:"
@@ -44,6 +44,8 @@ CONSEQUENCE = re.compile(r"Connection closed by peer|Connection reset by peer|re
                          r"was killed by SIGKILL")
 # torchrun's own report of a dead worker: "failed (exitcode: -6) local_rank: 0 (pid: 12) of ..."
 WORKER_DIED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
+HEARTBEAT_EVERY = 5.0  # seconds between newlines on every guard's stdin
+HEARTBEAT_TIMEOUT = 30.0  # a guard that hears nothing for this long stops its node
 COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
 
@@ -56,6 +58,22 @@ def describe_exit(code: int, local_rank: str) -> str:
     else:
         how = f"exited with code {code}"
     return f"worker (local rank {local_rank}) {how}"
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL every descendant of pid (deepest first), then pid."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True)[::-1] + [root]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
 
 
 @dataclass
@@ -132,9 +150,11 @@ class Supervisor:
     def __init__(self, plan: Plan, ssh: SshOptions, printer: Printer, *, grace: float = 5.0,
                  local_python: str = sys.executable, files: dict[str, str] | None = None,
                  on_line: Callable[[str, int | None, str], None] | None = None,
-                 hide: re.Pattern | None = None, json_mode: bool = False) -> None:
+                 hide: re.Pattern | None = None, json_mode: bool = False,
+                 heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> None:
         self.plan, self.ssh, self.printer = plan, ssh, printer
         self.grace = grace
+        self.heartbeat_timeout = heartbeat_timeout
         self.local_python = local_python
         self.files = files or {}
         self.on_line = on_line
@@ -147,6 +167,7 @@ class Supervisor:
         self.tearing_down_at: float | None = None
         self.hard_kill = False
         self.tail: deque[str] = deque(maxlen=5000)
+        self.stdin_lock = threading.Lock()
         self.t0 = time.monotonic()
 
     # ---- starting -------------------------------------------------------------------------
@@ -159,14 +180,28 @@ class Supervisor:
     def _start(self, node: NodeRun) -> None:
         config = {"argv": list(node.plan.argv), "env": dict(node.plan.env),
                   "cwd": node.plan.workdir, "grace": self.grace, "log_dir_flag": True,
-                  "files": self.files}
-        node.proc = subprocess.Popen(
-            self._argv(node), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True)  # Ctrl-C reaches us, not them
+                  "files": self.files, "heartbeat": self.heartbeat_timeout,
+                  "clean_env": node.plan.clean_env}
+        argv = self._argv(node)
+        try:
+            node.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True)  # Ctrl-C reaches us, not them
+        except OSError as exc:
+            node.state, node.exit_code = "failed", 127
+            node.first_error = f"cannot start {argv[0]}: {exc.strerror}"
+            node.ended_at = time.monotonic()
+            if self.first_failure is None:
+                self.first_failure = node
+                self._teardown("failure")
+            return
         assert node.proc.stdin is not None
-        node.proc.stdin.write((json.dumps(config) + "\n").encode())
-        node.proc.stdin.flush()
         node.state = "running"
+        try:
+            node.proc.stdin.write((json.dumps(config) + "\n").encode())
+            node.proc.stdin.flush()
+        except OSError:
+            pass  # it died at once; its exit is noticed and explained like any other
         for stream_name, pipe in (("out", node.proc.stdout), ("err", node.proc.stderr)):
             t = threading.Thread(target=self._read, args=(node, stream_name, pipe), daemon=True)
             t.start()
@@ -248,9 +283,8 @@ class Supervisor:
                 node.state = "ok" if node.exit_code == 0 else "failed"
         elif not node.plan.local and rc == 255:
             node.state, node.exit_code = "ssh_error", rc
-            said = first_ssh_line("\n".join(node.own_stderr))
-            fail = classify_ssh_error("\n".join(node.own_stderr), node.plan.host)
-            node.first_error = f"SSH session lost: {said or fail.message}"
+            fail = describe_ssh_failure("\n".join(node.own_stderr), node.plan.host)
+            node.first_error = f"SSH session lost: {fail.message}"
         else:
             node.exit_code = rc
             node.state = "stopped" if self.tearing_down_at is not None else ("ok" if rc == 0 else "failed")
@@ -270,10 +304,11 @@ class Supervisor:
     def _close_inputs(self) -> None:
         for node in self.nodes:
             if node.proc and node.proc.poll() is None and node.proc.stdin:
-                try:
-                    node.proc.stdin.close()  # the guard's signal to stop its node
-                except OSError:
-                    pass
+                with self.stdin_lock:
+                    try:
+                        node.proc.stdin.close()  # the guard's signal to stop its node
+                    except OSError:
+                        pass
 
     def request_stop(self, signum: int) -> None:
         """Called from a signal handler: first Ctrl-C tears down, a second one kills at once."""
@@ -285,16 +320,38 @@ class Supervisor:
     def _kill_stragglers(self) -> None:
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
+                if node.plan.local:
+                    # torchrun's workers run in sessions of their own, under the guard: kill
+                    # them before the guard, which would otherwise be the one to reap them.
+                    kill_tree(node.proc.pid)
                 try:
                     os.killpg(node.proc.pid, signal.SIGKILL)
                 except OSError:
                     pass
 
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """A newline on every guard's stdin now and then: a guard that hears nothing for
+        HEARTBEAT_TIMEOUT seconds (a network partition that sshd does not notice for hours)
+        stops its node on its own."""
+        while not stop.wait(min(HEARTBEAT_EVERY, self.heartbeat_timeout / 3)):
+            for node in self.nodes:
+                if node.state != "running" or not node.proc or node.proc.stdin is None:
+                    continue
+                with self.stdin_lock:
+                    try:
+                        node.proc.stdin.write(b"\n")
+                        node.proc.stdin.flush()
+                    except (OSError, ValueError):
+                        pass
+
     # ---- the run ---------------------------------------------------------------------------
     def run(self) -> RunResult:
+        beat_stop = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(beat_stop,), daemon=True).start()
         try:
             for node in self.nodes:
-                self._start(node)
+                if not self.reason:
+                    self._start(node)
             while any(n.state == "running" for n in self.nodes):
                 self._drain(0.02)
                 if self.reason and self.tearing_down_at is None:
@@ -307,6 +364,7 @@ class Supervisor:
                 if self.hard_kill or overdue:
                     self._kill_stragglers()
         finally:
+            beat_stop.set()
             self._close_inputs()  # normally a no-op: every node has ended
             self._kill_stragglers_after(self.grace + 5)
             self.printer.close()

@@ -3,6 +3,7 @@
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -146,8 +147,10 @@ def test_dropped_ssh_session_stops_the_run(vcluster):
     run = sleepers(vcluster)
     try:
         node = vcluster.nodes[1]
-        sessions = [p for p in node.pids()
-                    if open(f"/proc/{p}/comm").read().strip() == "sshd"]
+        pids = subprocess.run(["ip", "netns", "pids", node.ns], capture_output=True,
+                              text=True).stdout.split()
+        sessions = [int(p) for p in pids if int(p) != node.sshd.pid
+                    and open(f"/proc/{p}/comm").read().strip() == "sshd"]
         assert sessions, "no SSH session on node1"
         for pid in sessions:
             os.kill(pid, signal.SIGKILL)  # the connection dies as if the node or link went away
@@ -169,3 +172,23 @@ def test_this_machine_as_node0_with_a_remote_node(vcluster):
     dry = launch(vcluster, "localhost:1,node1:1", "--dry-run", str(SCRIPTS / "train_ddp.py"))
     assert f"c10d at {vcluster.subnet_prefix}.1:29500" in dry.stdout
     assert "via this machine" in dry.stdout and "via ssh node1" in dry.stdout
+
+
+def test_a_cut_network_stops_the_cut_off_node_too(vcluster):
+    """node1 loses the launcher (every packet from it dropped, as in a partition): SSH notices
+    within ~15 s and the launcher stops the others; node1's guard hears no heartbeat and stops
+    its own node, although its sshd would not notice the dead connection for hours."""
+    run = Running(["launch", "--ssh-config", str(vcluster.ssh_config), "-H",
+                   vcluster.hosts_spec(1, vcluster.nodes[:2]), "--heartbeat-timeout", "6",
+                   str(SCRIPTS / "sleeper.py")])
+    node = vcluster.nodes[1]
+    rule = ["INPUT", "-s", f"{vcluster.subnet_prefix}.1", "-j", "DROP"]
+    try:
+        run.ready_pids(2, timeout=90)
+        node.run(["iptables", "-I", *rule], check=True)
+        assert run.wait(timeout=60) == 1
+        assert "SSH session lost" in run.output
+        assert vcluster.wait_no_leftovers(20) == {}
+    finally:
+        node.run(["iptables", "-D", *rule])
+        run.kill()

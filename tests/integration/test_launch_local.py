@@ -100,3 +100,19 @@ def test_demo_passes_on_this_machine():
     assert report["passed"] and len(report["ranks"]) == 2
     assert all(r["backend"] == "gloo" and r["params_identical"] for r in report["ranks"])
     assert time.monotonic() - started < 120
+
+
+def test_a_second_ctrl_c_kills_at_once_and_still_leaves_nothing():
+    run = Running(["launch", "--nproc-per-node", "2", "--grace", "30", str(SCRIPTS / "sleeper.py")],
+                  env={"IGNORE_TERM": "1"})
+    try:
+        pids = run.ready_pids(2)
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        run.proc.send_signal(signal.SIGINT)  # impatient user: no 30 s grace this time
+        started = time.monotonic()
+        assert run.wait(timeout=30) == 130
+        assert time.monotonic() - started < 15
+        assert wait_gone(pids) == [], "workers survived the hard kill"
+    finally:
+        run.kill()

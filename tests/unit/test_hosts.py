@@ -118,3 +118,10 @@ def test_missing_hostfile_is_usage_error(tmp_path):
 def test_both_flags_is_usage_error():
     with pytest.raises(UsageError):
         resolve_hosts("a", "f", {})
+
+
+@pytest.mark.parametrize("spec", ["-oProxyCommand=touch /tmp/pwn@node0:2", "-node0",
+                                  "a;b@node0", "[]:2", "[not;ipv6]:1"])
+def test_specs_that_ssh_would_read_as_options_are_rejected(spec):
+    with pytest.raises(UsageError):
+        parse_host_list(spec)

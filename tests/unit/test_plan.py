@@ -90,6 +90,10 @@ def test_shell_command_is_paste_ready_and_masked():
     (["--api-key=abc"], ["--api-key=****"]),
     (["--password", "p"], ["--password", "****"]),
     (["--keyboard", "k"], ["--keyboard", "k"]),
+    (["--key", "abc"], ["--key", "****"]),
+    (["--encryption-key=zz"], ["--encryption-key=****"]),
+    (["--no-auth", "--lr", "1"], ["--no-auth", "--lr", "1"]),
+    (["--token", "--lr", "1"], ["--token", "--lr", "1"]),
 ])
 def test_mask_args(argv, expect):
     assert mask_args(argv) == expect
@@ -200,3 +204,13 @@ def test_restarts_on_several_nodes_get_their_own_worker_store():
     assert plan.nodes[0].env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     single = make_plan([Host("a")], opts, {}, [NodeFacts(local=True)])
     assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in single.nodes[0].env
+
+
+@pytest.mark.parametrize("name, masked", [("WANDB_API_KEY", True), ("SSH_KEY", True),
+                                          ("HF_TOKEN", True), ("AUTH_HEADER", True),
+                                          ("KEYBOARD_LAYOUT", False), ("NCCL_DEBUG", False),
+                                          ("MONKEY", False)])
+def test_mask_value(name, masked):
+    from ddpkit.plan import mask_value
+
+    assert (mask_value(name, "v") == "****") == masked

@@ -187,7 +187,8 @@ def collect(environ: Mapping[str, str] | None = None, master_port: int | None = 
     from ddpkit.torchinfo import torch_facts
 
     env = relevant_env(os.environ if environ is None else environ)
-    port = master_port or int(env.get("MASTER_PORT", "29500") or 29500)
+    raw_port = env.get("MASTER_PORT", "") or "29500"
+    port = master_port or (int(raw_port) if raw_port.isdigit() and 0 < int(raw_port) < 65536 else 0)
     hostname = socket.gethostname()
     master_addr = env.get("MASTER_ADDR", "")
     jobs: dict[str, Callable] = {
@@ -196,7 +197,7 @@ def collect(environ: Mapping[str, str] | None = None, master_port: int | None = 
         "torch": torch_facts,
         "gpu": _gpu,
         "ifaces": _interfaces,
-        "port": lambda: _port_bind_error(port),
+        "port": lambda: _port_bind_error(port) if port else f"MASTER_PORT={raw_port} is not a TCP port",
         "firewall": _firewall,
         "ssh": _ssh_facts,
         "companions": _companions,

@@ -104,6 +104,10 @@ def gpu_visible(s: Snapshot) -> CheckResult:
     if not entries:
         return CheckResult("gpu.visible", Status.WARN, "CUDA_VISIBLE_DEVICES is empty: torch sees no GPU",
                            hint="unset CUDA_VISIBLE_DEVICES, or list the GPUs to use (e.g. 0,1)")
+    if any(e.startswith("MIG-") for e in entries):
+        return CheckResult("gpu.visible", Status.OK,
+                           f"CUDA_VISIBLE_DEVICES={cvd} names MIG instances",
+                           detail="MIG devices are not listed by the GPU facts; not checked further")
     seen: list[int] = []
     for pos, entry in enumerate(entries):
         if entry.isdigit():

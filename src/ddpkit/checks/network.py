@@ -91,13 +91,19 @@ def port_free(s: Snapshot) -> CheckResult:
                    "'address already in use'",
             hint=f"find the owner: ss -ltnp 'sport = :{port}'; or pick another port "
                  f"(ddpkit launch --port {port + 1}, or MASTER_PORT={port + 1})")
+    if s.port_bind_error.startswith("MASTER_PORT="):
+        return CheckResult("port.master", Status.FAIL, s.port_bind_error,
+                           hint="export MASTER_PORT=29500 (a number from 1 to 65535)")
     if s.port_bind_error:
-        return CheckResult("port.master", Status.WARN, f"cannot bind port {port}: {s.port_bind_error}")
+        return CheckResult("port.master", Status.WARN, f"cannot bind port {port}: {s.port_bind_error}",
+                           hint=f"pick another port: MASTER_PORT={port + 1}")
     return CheckResult("port.master", Status.OK, f"port {port} is free")
 
 
 def port_firewall(s: Snapshot) -> CheckResult:
     port = s.master_port
+    if not port:
+        return CheckResult("port.firewall", Status.SKIP, "no valid MASTER_PORT to check")
     verdict = judge_port(s.firewall, port)
     if verdict.firewall == "none" and s.firewall_unreadable:
         return CheckResult("port.firewall", Status.SKIP, "cannot read the firewall rules",

@@ -7,9 +7,9 @@ from ddpkit.checks.util import vtuple
 
 
 def python_version(s: Snapshot) -> CheckResult:
-    if vtuple(s.python_version) < (3, 8):
+    if vtuple(s.python_version) < (3, 9):
         return CheckResult("python.version", Status.FAIL, f"Python {s.python_version} is too old",
-                           hint="use Python 3.8 or newer (3.10+ recommended) in a venv or conda env")
+                           hint="use Python 3.9 or newer (3.10+ recommended) in a venv or conda env")
     return CheckResult("python.version", Status.OK, f"Python {s.python_version}",
                        detail=s.python_executable)
 

@@ -9,7 +9,15 @@ import re
 import secrets
 import sys
 
-from ddpkit.cli.common import add_host_arguments, add_ssh_arguments, err, hosts_from, ssh_options
+from ddpkit.cli.common import (
+    add_host_arguments,
+    add_ssh_arguments,
+    err,
+    hosts_from,
+    ssh_options,
+    writable_dir,
+    writable_file,
+)
 from ddpkit.errors import EnvironmentFailure, ExitCode, UsageError
 
 PREFIX = re.compile(r"^DDPKIT_BENCH_(HEADER|ROW|PAIR) (.*)$")
@@ -144,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from(args)
     cfg["min_busbw"] = args.min_busbw
+    writable_file(args.json_file, "--json-file")
+    writable_file(args.plot, "--plot")
+    writable_dir(args.log_dir, "--log-dir")
     if args.plot:
         _need_matplotlib()
     hosts, _ = hosts_from(args)
@@ -162,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
     except PreflightError as exc:
         report_problems(exc, args.json)
         return int(exc.code)
+    if not 0 <= args.root < prepared.plan.world_size:
+        raise UsageError(f"-r {args.root}: the run has ranks 0 to {prepared.plan.world_size - 1}",
+                         "choose a root among them, e.g. -r 0")
     writer = TableWriter(cfg, sys.stderr if args.json else sys.stdout)
 
     def collect(host: str, rank: int | None, text: str) -> None:
@@ -226,6 +240,10 @@ def show_pairs(raw: list[dict], rank_host: dict[int, str], json_mode: bool):
     verdict = judge_pairs(pairs, hosts)
     m = matrix(pairs, hosts)
     out = sys.stderr if json_mode else sys.stdout
+    if not pairs:
+        out.write("# no pair was measured (the run ended first)\n")
+        return {"matrix": [], "slow_node": "", "slowest_link": [], "slow_link": False,
+                "note": "no pair measured"}, ExitCode.FAILURE
     width = max(8, *(len(h) for h in hosts)) + 2
     out.write("# point-to-point bandwidth (GB/s, one direction, "
               f"{raw[0]['bytes'] if raw else 0} B messages)\n" if raw else "")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ddpkit.cli.common import add_host_arguments, add_ssh_arguments, hosts_from, ssh_options
+from ddpkit.cli.common import (
+    add_host_arguments,
+    add_ssh_arguments,
+    hosts_from,
+    positive,
+    ssh_options,
+)
 from ddpkit.errors import ExitCode, UsageError
 
 STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
@@ -18,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rendezvous port on the first host (default 29500)")
     parser.add_argument("--python", metavar="PATH",
                         help=f"interpreter on every node (default: this one, {sys.executable})")
-    parser.add_argument("--timeout", type=float, default=3.0, metavar="S",
+    parser.add_argument("--timeout", type=positive(), default=3.0, metavar="S",
                         help="seconds before an unanswered connection counts as filtered")
     add_ssh_arguments(parser)
 

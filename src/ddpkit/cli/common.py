@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 
+from ddpkit.errors import UsageError
 from ddpkit.hosts import Host, resolve_hosts
 from ddpkit.remote import SshOptions
 
@@ -39,10 +40,61 @@ def hosts_from(args: argparse.Namespace) -> tuple[list[Host], str]:
     return resolve_hosts(args.hosts, args.hostfile, os.environ)
 
 
-def install_stop_handlers(callback) -> None:
-    """Route Ctrl-C, SIGTERM and SIGHUP to callback(signum) (teardown) instead of raising."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def install_stop_handlers(callback) -> dict:
+    """Route Ctrl-C, SIGTERM and SIGHUP to callback(signum) (teardown) instead of raising;
+    returns the previous handlers for restore_handlers()."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
         signal.signal(sig, lambda signum, frame: callback(signum))
+    return previous
+
+
+def restore_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def writable_dir(path: str | None, flag: str) -> None:
+    """Fail before any work when an output directory cannot be created."""
+    if not path:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: {exc.strerror}", "give a directory you can write to") from None
+    if not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path}: not writable", "give a directory you can write to")
+
+
+def writable_file(path: str | None, flag: str) -> None:
+    if path:
+        writable_dir(os.path.dirname(os.path.abspath(path)), flag)
+
+
+def positive(kind=float):
+    """argparse type: a number > 0 (kind=int or float)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+        return value
+    return parse
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
 
 
 def err(text: str) -> None:

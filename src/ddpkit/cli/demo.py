@@ -9,7 +9,16 @@ import re
 import secrets
 import sys
 
-from ddpkit.cli.common import add_host_arguments, add_ssh_arguments, err, hosts_from, ssh_options
+from ddpkit.cli.common import (
+    add_host_arguments,
+    add_ssh_arguments,
+    err,
+    hosts_from,
+    non_negative,
+    positive,
+    ssh_options,
+    writable_dir,
+)
 from ddpkit.errors import ExitCode
 
 
@@ -20,9 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=29500, metavar="N",
                         help="rendezvous port (default 29500)")
     parser.add_argument("--python", metavar="PATH", help="interpreter on every node")
-    parser.add_argument("--epochs", type=int, default=5, metavar="N", help="training epochs")
+    parser.add_argument("--epochs", type=positive(int), default=5, metavar="N",
+                        help="training epochs")
     parser.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
-    parser.add_argument("--grace", type=float, default=5.0, metavar="S",
+    parser.add_argument("--grace", type=non_negative, default=5.0, metavar="S",
                         help="seconds between TERM and KILL at teardown")
     add_ssh_arguments(parser)
 
@@ -34,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from ddpkit.nodeside import source
     from ddpkit.plan import LaunchOptions
 
+    writable_dir(args.log_dir, "--log-dir")
     hosts, _ = hosts_from(args)
     opts = LaunchOptions(
         script="@TMP@/ddpkit_demo.py", nproc_per_node=args.nproc_per_node, port=args.port,

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_log(path: str) -> list[str]:
     if path == "-":
-        return sys.stdin.read().splitlines()
+        return sys.stdin.buffer.read().decode("utf-8", "replace").splitlines()
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read().splitlines()

@@ -14,7 +14,11 @@ from ddpkit.cli.common import (
     err,
     hosts_from,
     install_stop_handlers,
+    non_negative,
+    positive,
+    restore_handlers,
     ssh_options,
+    writable_dir,
 )
 from ddpkit.errors import ExitCode, UsageError
 
@@ -53,10 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
     out.add_argument("--dry-run", action="store_true",
                      help="print each node's command (secrets masked) and exit")
-    out.add_argument("--grace", type=float, default=5.0, metavar="S",
+    out.add_argument("--grace", type=non_negative, default=5.0, metavar="S",
                      help="seconds between TERM and KILL at teardown (default 5)")
     out.add_argument("--no-preflight", action="store_true",
                      help="skip probing the nodes before starting (not recommended)")
+    out.add_argument("--heartbeat-timeout", type=positive(), default=30.0, metavar="S",
+                     help="a node that hears nothing from the launcher for S seconds (a cut "
+                          "network) stops by itself (default 30)")
     add_ssh_arguments(parser)
     parser.add_argument("script", help="training script (or module with -m)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -82,6 +89,7 @@ def options_from(args: argparse.Namespace, script: str, script_args: list[str]):
 def run(args: argparse.Namespace) -> int:
     from ddpkit.launcher import PreflightError, assign_np, prepare
 
+    writable_dir(args.log_dir, "--log-dir")
     hosts, _ = hosts_from(args)
     if args.np is not None:
         hosts = assign_np(hosts, args.np)
@@ -90,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     opts = options_from(args, args.script, args.script_args)
     ssh = ssh_options(args)
     try:
-        prepared = prepare(hosts, opts, ssh, os.environ, preflight=not args.no_preflight)
+        prepared = prepare(hosts, opts, ssh, os.environ, preflight=not args.no_preflight,
+                           dry_run=args.dry_run)
     except PreflightError as exc:
         report_problems(exc, args.json)
         return int(exc.code)
@@ -114,16 +123,26 @@ def supervise(plan, args, **kwargs):
 
     for note in plan.notes:
         err(f"ddpkit: note: {note}")
-    holder = {}
+    holder: dict = {}
 
     def stop(signum):
         if "sup" in holder:
             holder["sup"].request_stop(signum)
+        else:
+            holder["pending"] = signum  # Ctrl-C before the supervisor exists: applied at once
 
-    install_stop_handlers(stop)
-    return execute(plan, ssh_options(args), log_dir=args.log_dir, grace=args.grace,
-                   json_mode=args.json, register=lambda sup: holder.setdefault("sup", sup),
-                   **kwargs)
+    def register(sup) -> None:
+        holder["sup"] = sup
+        if "pending" in holder:
+            sup.request_stop(holder["pending"])
+
+    previous = install_stop_handlers(stop)
+    try:
+        return execute(plan, ssh_options(args), log_dir=args.log_dir, grace=args.grace,
+                       json_mode=args.json, register=register,
+                       heartbeat_timeout=getattr(args, "heartbeat_timeout", 30.0), **kwargs)
+    finally:
+        restore_handlers(previous)
 
 
 def run_plan(plan, args, files=None) -> int:

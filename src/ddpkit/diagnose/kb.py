@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from dataclasses import dataclass
 from importlib import resources
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from ddpkit.data import tomllib
 
 CATEGORIES = (
     "rendezvous_master_unreachable", "port_in_use_or_firewall", "nccl_interface_selection",

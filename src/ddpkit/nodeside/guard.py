@@ -122,10 +122,19 @@ def main():
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             f.write(text)
-    if cfg.get("log_dir_flag") and "torch.distributed.run" in argv:
-        at = argv.index("torch.distributed.run") + 1
-        argv[at:at] = ["--log-dir", os.path.join(tmp, "logs")]
+    if cfg.get("log_dir_flag"):
+        # torchrun's tee needs a log directory; left to itself it leaves one in /tmp per run
+        for module, flag in (("torch.distributed.run", "--log-dir"),
+                             ("accelerate.commands.launch", "--log_dir")):
+            if module in argv:
+                at = argv.index(module) + 1
+                argv[at:at] = [flag, os.path.join(tmp, "logs")]
     env = dict(os.environ)
+    if cfg.get("clean_env"):
+        # only what a process needs to run; everything else comes from the launcher's list
+        env = {k: v for k, v in os.environ.items()
+               if k in ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TERM",
+                        "TMPDIR", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")}
     env.update({k: v.replace("@TMP@", tmp) for k, v in cfg.get("env", {}).items()})
     stop = threading.Event()
     torn = []
@@ -143,15 +152,22 @@ def main():
         sys.stderr.write("ddpkit: cannot start %s: %s\n" % (argv[0], exc.strerror))
         finish(127, error="exec")
 
+    heard = [time.time()]
+
     def watch_stdin():
-        while sys.stdin.buffer.read(4096):
-            pass
+        # read1: whatever has arrived (heartbeat newlines), b"" only at EOF
+        while sys.stdin.buffer.read1(4096):
+            heard[0] = time.time()
         torn.append("eof")
         stop.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
+    quiet = float(cfg.get("heartbeat") or 0)
     while child.poll() is None and not stop.is_set():
         stop.wait(0.02)
+        if quiet and time.time() - heard[0] > quiet:
+            torn.append("no heartbeat from the launcher for %gs" % quiet)
+            stop.set()
     teardown = child.poll() is None
     if teardown:
         stop_tree(child, float(cfg.get("grace", 5)))

@@ -242,7 +242,16 @@ def load_checkpoint(path: str, model: torch.nn.Module, optimizer=None,
     """Load the last complete checkpoint on every rank (onto this rank's device, not cuda:0)
     and return extra[key] (the epoch to resume from), or default when there is none."""
     _barrier()
-    if not os.path.exists(path):
+    exists = os.path.exists(path)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        seen = [None] * dist.get_world_size()
+        dist.all_gather_object(seen, exists)
+        if len(set(seen)) > 1:
+            # rank 0 wrote it to a disk the other nodes do not see: resuming would diverge
+            missing = [r for r, ok in enumerate(seen) if not ok]
+            raise RuntimeError(f"checkpoint {path} exists on some ranks but not on ranks "
+                               f"{missing}: put checkpoints on a filesystem every node mounts")
+    if not exists:
         return default
     device = next(_unwrap(model).parameters()).device
     state = torch.load(path, map_location=device, weights_only=False)
