@@ -14,6 +14,7 @@ also runs at interpreter exit, even when a test fails.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -106,6 +107,15 @@ class Node:
             raise RuntimeError(f"{self.name} is not up")
         enter = ["nsenter", "-t", str(self.sshd.pid), "-n", "-m", "-u", "--"]
         return _sh(enter + argv, check=check, timeout=timeout, env=env, **kw)
+
+    @contextlib.contextmanager
+    def firewall(self, *rule: str):
+        """An iptables rule in this node's INPUT chain for the duration of a with block."""
+        self.run(["iptables", "-I", "INPUT", *rule], check=True)
+        try:
+            yield
+        finally:
+            self.run(["iptables", "-D", "INPUT", *rule], check=True)
 
     def pids(self) -> list[int]:
         """Every process in the node's network namespace except sshd's own (its listener, and

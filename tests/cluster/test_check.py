@@ -47,13 +47,8 @@ def test_healthy_cluster_passes(vcluster):
 
 @pytest.mark.parametrize("action, state", [("DROP", "filtered"), ("REJECT", "refused")])
 def test_rendezvous_port_blocked_on_master(vcluster, action, state):
-    master = vcluster.nodes[0]
-    rule = ["INPUT", "-p", "tcp", "--dport", "29500", "-j", action]
-    master.run(["iptables", "-A", *rule], check=True)
-    try:
+    with vcluster.nodes[0].firewall("-p", "tcp", "--dport", "29500", "-j", action):
         rc, report = check(vcluster)
-    finally:
-        master.run(["iptables", "-D", *rule], check=True)
     assert rc == 1
     assert link_states(report, "node0", 29500) == {("node1", state), ("node2", state)}
     (p,) = [p for p in problems(report, "link") if p["where"].endswith("node0:29500")]
@@ -91,12 +86,8 @@ def test_hostname_on_loopback_is_found(vcluster):
 
 def test_dropped_link_between_two_workers_is_found(vcluster):
     n1, n2 = vcluster.nodes[1], vcluster.nodes[2]
-    rule = ["INPUT", "-s", n1.ip, "-p", "tcp", "!", "--dport", "22", "-j", "DROP"]
-    n2.run(["iptables", "-A", *rule], check=True)
-    try:
+    with n2.firewall("-s", n1.ip, "-p", "tcp", "!", "--dport", "22", "-j", "DROP"):
         rc, report = check(vcluster)
-    finally:
-        n2.run(["iptables", "-D", *rule], check=True)
     assert rc == 1
     assert all(lk["state"] == "ok" for lk in report["links"] if lk["dst"] == "node0")
     (p,) = problems(report, "link")
@@ -143,15 +134,10 @@ def test_node_with_another_python_and_torch_is_the_odd_one_out(vcluster, tmp_pat
 
 
 def test_launch_refuses_a_run_that_would_hang(vcluster):
-    master = vcluster.nodes[0]
-    rule = ["INPUT", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
-    master.run(["iptables", "-A", *rule], check=True)
     started = time.monotonic()
-    try:
+    with vcluster.nodes[0].firewall("-p", "tcp", "--dport", "29500", "-j", "DROP"):
         done = ddpkit("launch", "--ssh-config", str(vcluster.ssh_config), "-H",
                       vcluster.hosts_spec(1), str(ROOT / "tests" / "scripts" / "sleeper.py"))
-    finally:
-        master.run(["iptables", "-D", *rule], check=True)
     assert done.returncode == 1 and time.monotonic() - started < 15
     assert "cannot reach node0 on the rendezvous port 29500: filtered" in done.stderr
     assert "nothing was started" in done.stderr and "READY" not in done.stdout

@@ -13,12 +13,8 @@ def node_doctor(node):
 
 def test_dropped_master_port_fails_with_firewall_hint(vcluster):
     node = vcluster.nodes[1]
-    rule = ["INPUT", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
-    node.run(["iptables", "-A", *rule], check=True)
-    try:
+    with node.firewall("-p", "tcp", "--dport", "29500", "-j", "DROP"):
         rc, checks = node_doctor(node)
-    finally:
-        node.run(["iptables", "-D", *rule], check=True)
     fw = checks["port.firewall"]
     assert fw["status"] == "fail" and rc == 1
     assert "29500" in fw["summary"] and "dropped" in fw["summary"]

@@ -181,14 +181,11 @@ def test_a_cut_network_stops_the_cut_off_node_too(vcluster):
     run = Running(["launch", "--ssh-config", str(vcluster.ssh_config), "-H",
                    vcluster.hosts_spec(1, vcluster.nodes[:2]), "--heartbeat-timeout", "6",
                    str(SCRIPTS / "sleeper.py")])
-    node = vcluster.nodes[1]
-    rule = ["INPUT", "-s", f"{vcluster.subnet_prefix}.1", "-j", "DROP"]
     try:
         run.ready_pids(2, timeout=90)
-        node.run(["iptables", "-I", *rule], check=True)
-        assert run.wait(timeout=60) == 1
-        assert "SSH session lost" in run.output
-        assert vcluster.wait_no_leftovers(20) == {}
+        with vcluster.nodes[1].firewall("-s", f"{vcluster.subnet_prefix}.1", "-j", "DROP"):
+            assert run.wait(timeout=60) == 1
+            assert "SSH session lost" in run.output
+            assert vcluster.wait_no_leftovers(20) == {}
     finally:
-        node.run(["iptables", "-D", *rule])
         run.kill()

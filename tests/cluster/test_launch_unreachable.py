@@ -55,13 +55,8 @@ def test_changed_host_key_is_explained(vcluster, tmp_path):
     ("-j DROP", "connection timed out", "TCP 22"),
 ])
 def test_refused_and_timeout_are_explained(vcluster, target, words, fix):
-    node = vcluster.nodes[2]
-    rule = ["INPUT", "-p", "tcp", "--dport", "22", *target.split()]
-    node.run(["iptables", "-I", *rule], check=True)
-    try:
+    with vcluster.nodes[2].firewall("-p", "tcp", "--dport", "22", *target.split()):
         done = launch(vcluster)
-    finally:
-        node.run(["iptables", "-D", *rule], check=True)
     assert_nothing_started(vcluster, done)
     assert f"node2: {words}" in done.stderr and fix in done.stderr
 

@@ -11,6 +11,7 @@ import sys
 
 from ddpkit.cli.common import (
     add_host_arguments,
+    add_run_arguments,
     add_ssh_arguments,
     err,
     hosts_from,
@@ -58,10 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="point-to-point bandwidth between every pair of nodes instead")
     d.add_argument("--pairs-size", default="4M", help="message size for --pairs (default 4M)")
     d.add_argument("--pairs-iters", type=int, default=5, help="exchanges per pair (default 5)")
-    d.add_argument("--port", type=int, default=29500, metavar="N", help="rendezvous port")
-    d.add_argument("--python", metavar="PATH", help="interpreter on every node")
-    d.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
-    d.add_argument("--grace", type=float, default=5.0, metavar="S", help=argparse.SUPPRESS)
+    add_run_arguments(d)
     d.add_argument("--corrupt", metavar="OP", help=argparse.SUPPRESS)  # tests: spoil a result
     add_ssh_arguments(parser)
 

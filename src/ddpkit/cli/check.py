@@ -11,8 +11,9 @@ from ddpkit.cli.common import (
     hosts_from,
     positive,
     ssh_options,
+    tcp_port,
 )
-from ddpkit.errors import ExitCode, UsageError
+from ddpkit.errors import ExitCode
 
 STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
                "no_route": "bold red", "error": "red"}
@@ -20,7 +21,7 @@ STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    parser.add_argument("--port", type=int, default=29500, metavar="N",
+    parser.add_argument("--port", type=tcp_port, default=29500, metavar="N",
                         help="rendezvous port on the first host (default 29500)")
     parser.add_argument("--python", metavar="PATH",
                         help=f"interpreter on every node (default: this one, {sys.executable})")
@@ -32,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ddpkit.preflight import run_check
 
-    if not 1 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port} is not a TCP port", "use a number from 1 to 65535")
     hosts, _ = hosts_from(args)
     status = _status(args.json)
     with status:

@@ -97,6 +97,24 @@ def non_negative(text: str) -> float:
     return value
 
 
+def tcp_port(text: str) -> int:
+    """argparse type: a TCP port number."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
+    return int(text)
+
+
+def add_run_arguments(parser) -> None:
+    """What every command that starts a run on the nodes takes (launch, demo, bench)."""
+    parser.add_argument("--port", type=tcp_port, default=29500, metavar="N",
+                        help="rendezvous port on the first host (default 29500)")
+    parser.add_argument("--python", metavar="PATH",
+                        help=f"interpreter on every node (default: this one, {sys.executable})")
+    parser.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
+    parser.add_argument("--grace", type=non_negative, default=5.0, metavar="S",
+                        help="seconds between TERM and KILL at teardown (default 5)")
+
+
 def err(text: str) -> None:
     sys.stderr.write(text + "\n")
     sys.stderr.flush()

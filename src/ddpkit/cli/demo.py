@@ -11,10 +11,10 @@ import sys
 
 from ddpkit.cli.common import (
     add_host_arguments,
+    add_run_arguments,
     add_ssh_arguments,
     err,
     hosts_from,
-    non_negative,
     positive,
     ssh_options,
     writable_dir,
@@ -26,14 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
     parser.add_argument("--nproc-per-node", type=int, metavar="N",
                         help="processes per node (default: one per GPU, else 2)")
-    parser.add_argument("--port", type=int, default=29500, metavar="N",
-                        help="rendezvous port (default 29500)")
-    parser.add_argument("--python", metavar="PATH", help="interpreter on every node")
+    add_run_arguments(parser)
     parser.add_argument("--epochs", type=positive(int), default=5, metavar="N",
                         help="training epochs")
-    parser.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
-    parser.add_argument("--grace", type=non_negative, default=5.0, metavar="S",
-                        help="seconds between TERM and KILL at teardown")
     add_ssh_arguments(parser)
 
 

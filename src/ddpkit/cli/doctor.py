@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from ddpkit.errors import ExitCode, UsageError
+from ddpkit.cli.common import tcp_port
+from ddpkit.errors import ExitCode
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=None, metavar="N",
+    parser.add_argument("--port", type=tcp_port, default=None, metavar="N",
                         help="the rendezvous/master port to check (default: $MASTER_PORT or 29500)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpkit.doctor import run_doctor
 
-    if args.port is not None and not 1 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port} is not a TCP port", "use a number from 1 to 65535")
     report = run_doctor(port=args.port)
     if args.json:
         from ddpkit.render import print_json

@@ -10,11 +10,11 @@ import sys
 
 from ddpkit.cli.common import (
     add_host_arguments,
+    add_run_arguments,
     add_ssh_arguments,
     err,
     hosts_from,
     install_stop_handlers,
-    non_negative,
     positive,
     restore_handlers,
     ssh_options,
@@ -26,18 +26,15 @@ from ddpkit.errors import ExitCode, UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
     run = parser.add_argument_group("run")
+    add_run_arguments(run)
     run.add_argument("--nproc-per-node", type=int, metavar="N",
                      help="processes per node (default: the host's slots, else 1)")
     run.add_argument("-np", dest="np", type=int, metavar="N",
                      help="total processes, filled into the hosts' slots in order (mpirun style)")
-    run.add_argument("--port", type=int, default=29500, metavar="N",
-                     help="rendezvous port on the first host (default 29500)")
     run.add_argument("--max-restarts", type=int, default=0, metavar="N",
                      help="restart all workers up to N times after a failure (torchrun)")
     run.add_argument("--rdzv-timeout", type=int, metavar="S",
                      help="seconds nodes wait for each other at the rendezvous (torchrun: 600)")
-    run.add_argument("--python", metavar="PATH",
-                     help=f"interpreter on every node (default: this one, {sys.executable})")
     run.add_argument("--workdir", metavar="DIR", help="working directory on every node "
                      "(default: the current one)")
     run.add_argument("-m", "--module", action="store_true", help="run SCRIPT as a module")
@@ -54,11 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     env.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                      help="set NAME=VALUE on every node, repeatable")
     out = parser.add_argument_group("output")
-    out.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
     out.add_argument("--dry-run", action="store_true",
                      help="print each node's command (secrets masked) and exit")
-    out.add_argument("--grace", type=non_negative, default=5.0, metavar="S",
-                     help="seconds between TERM and KILL at teardown (default 5)")
     out.add_argument("--no-preflight", action="store_true",
                      help="skip probing the nodes before starting (not recommended)")
     out.add_argument("--heartbeat-timeout", type=positive(), default=30.0, metavar="S",
