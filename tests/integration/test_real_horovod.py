@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ddpkit.setup_horovod import patch_cxx17
+from ddpkit.prepare.setup.horovod import patch_cxx17
 from tests.conftest import ROOT, ddpkit
 
 EXAMPLE = ROOT / "examples" / "horovod_style.py"

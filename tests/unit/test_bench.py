@@ -2,8 +2,10 @@
 
 import pytest
 
-from ddpkit.bench.pairs import judge_pairs
-from ddpkit.bench.table import (
+from ddpkit.errors import UsageError
+from ddpkit.nodeside.bench_job import busbw_factor, layout, sizes
+from ddpkit.verify.bench.pairs import judge_pairs
+from ddpkit.verify.bench.table import (
     Header,
     avg_busbw,
     float_str,
@@ -13,8 +15,6 @@ from ddpkit.bench.table import (
     row_line,
     wrong_total,
 )
-from ddpkit.errors import UsageError
-from ddpkit.nodeside.bench_job import busbw_factor, layout, sizes
 
 
 @pytest.mark.parametrize("op, n, factor", [

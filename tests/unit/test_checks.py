@@ -4,14 +4,14 @@ from dataclasses import replace
 
 import pytest
 
-from ddpkit.checks import Status, evaluate
-from ddpkit.checks.base import Iface, Snapshot, SshFacts, TorchFacts
-from ddpkit.checks.envvars import ifname_matches, judge_name
-from ddpkit.checks.gpu import gpu_torch_cuda, gpu_visible, wheel_for_driver_cuda
-from ddpkit.checks.network import net_hostname, net_interfaces, port_firewall
-from ddpkit.checks.system import sys_shm
 from ddpkit.parsers.nvsmi import GpuInfo, SmiReport
 from ddpkit.parsers.osrelease import OsInfo
+from ddpkit.prepare.checks import Status, evaluate
+from ddpkit.prepare.checks.base import Iface, Snapshot, SshFacts, TorchFacts
+from ddpkit.prepare.checks.envvars import ifname_matches, judge_name
+from ddpkit.prepare.checks.gpu import gpu_torch_cuda, gpu_visible, wheel_for_driver_cuda
+from ddpkit.prepare.checks.network import net_hostname, net_interfaces, port_firewall
+from ddpkit.prepare.checks.system import sys_shm
 
 BASE = Snapshot(
     hostname="node0", hostname_addrs=("10.0.0.5",), python_version="3.11.7",
@@ -168,7 +168,7 @@ def test_world_writable_ssh_dir_fails():
 
 
 def test_a_crashing_check_is_reported_not_raised(monkeypatch):
-    import ddpkit.checks as checks
+    import ddpkit.prepare.checks as checks
 
     def boom(s):
         raise ValueError("bad data")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from ddpkit.diagnose import diagnose, diagnose_text
-from ddpkit.diagnose.kb import CATEGORIES, KnowledgeBaseError, parse, signatures
-from ddpkit.diagnose.matcher import normalise
+from ddpkit.troubleshoot.diagnose import diagnose, diagnose_text
+from ddpkit.troubleshoot.diagnose.kb import CATEGORIES, KnowledgeBaseError, parse, signatures
+from ddpkit.troubleshoot.diagnose.matcher import normalise
 from tests.conftest import FIXTURES
 
 DIAG = FIXTURES / "diagnose"

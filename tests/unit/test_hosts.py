@@ -3,7 +3,7 @@
 import pytest
 
 from ddpkit.errors import UsageError
-from ddpkit.hosts import (
+from ddpkit.launch.hosts import (
     Host,
     expand_nodelist,
     expand_tasks_per_node,

@@ -5,9 +5,9 @@ import shlex
 import pytest
 
 from ddpkit.errors import UsageError
-from ddpkit.hosts import Host
-from ddpkit.launcher import assign_np
-from ddpkit.plan import (
+from ddpkit.launch.hosts import Host
+from ddpkit.launch.launcher import assign_np
+from ddpkit.launch.plan import (
     Addr,
     LaunchOptions,
     NodeFacts,
@@ -168,7 +168,7 @@ def test_assign_np_errors(hosts, np):
 
 
 def test_probe_names_a_missing_module():
-    from ddpkit.probe import probe_here
+    from ddpkit.launch.probe import probe_here
 
     p = probe_here(Host("localhost"), "/", "", False, need=("no_such_module_xyz",))
     assert p.problem.kind == "module" and "no_such_module_xyz not installed" in p.problem.message
@@ -211,6 +211,6 @@ def test_restarts_on_several_nodes_get_their_own_worker_store():
                                           ("KEYBOARD_LAYOUT", False), ("NCCL_DEBUG", False),
                                           ("MONKEY", False)])
 def test_mask_value(name, masked):
-    from ddpkit.plan import mask_value
+    from ddpkit.launch.plan import mask_value
 
     assert (mask_value(name, "v") == "****") == masked

@@ -1,9 +1,9 @@
 """Cluster judgement as pure functions: mismatches, link problems, recommendations."""
 
-from ddpkit.hosts import Host
-from ddpkit.netcheck import Link, LinkReport
-from ddpkit.plan import Addr, NodeFacts
-from ddpkit.preflight import NodeCheck, find_mismatches, judge, link_problems, recommendation
+from ddpkit.launch.hosts import Host
+from ddpkit.launch.netcheck import Link, LinkReport, link_problems
+from ddpkit.launch.plan import Addr, NodeFacts
+from ddpkit.verify.preflight import NodeCheck, find_mismatches, judge, recommendation
 
 
 def node(name, **facts):

@@ -2,9 +2,9 @@
 
 import io
 
-from ddpkit.hosts import Host
-from ddpkit.plan import NodePlan
-from ddpkit.supervise import NodeRun, Printer
+from ddpkit.launch.hosts import Host
+from ddpkit.launch.plan import NodePlan
+from ddpkit.launch.supervise import NodeRun, Printer
 
 
 class Tty(io.StringIO):

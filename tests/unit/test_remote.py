@@ -5,8 +5,8 @@ import shlex
 import pytest
 
 from ddpkit.errors import UsageError
-from ddpkit.hosts import Host
-from ddpkit.remote import SshOptions, classify_ssh_error, ssh_argv
+from ddpkit.launch.hosts import Host
+from ddpkit.launch.remote import SshOptions, classify_ssh_error, ssh_argv
 
 
 def test_ssh_argv_batchmode_first_and_quoted():

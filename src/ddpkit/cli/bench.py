@@ -65,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> dict:
-    from ddpkit.bench.table import parse_size
     from ddpkit.nodeside.bench_job import OPS, REDOPS, TYPE_ALIASES, TYPES, sizes
+    from ddpkit.verify.bench.table import parse_size
 
     lo, hi = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
     if lo > hi:
@@ -114,7 +114,7 @@ class TableWriter:
         elif kind == "PAIR":
             self.pairs.append(obj)
         elif kind == "ROW":
-            from ddpkit.bench.table import Header, header_lines, row_line
+            from ddpkit.verify.bench.table import Header, header_lines, row_line
 
             if not self.current or self.current[-1]["op"] != obj["op"]:
                 self.close_op()
@@ -130,7 +130,7 @@ class TableWriter:
             self._print(row_line(obj))
 
     def close_op(self) -> None:
-        from ddpkit.bench.table import footer_lines
+        from ddpkit.verify.bench.table import footer_lines
 
         if self.current:
             self._print(*footer_lines(self.current, self.cfg.get("min_busbw")))
@@ -144,9 +144,9 @@ class TableWriter:
 
 def run(args: argparse.Namespace) -> int:
     from ddpkit.cli.launch import report_problems, supervise
-    from ddpkit.launcher import PreflightError, prepare
+    from ddpkit.launch.launcher import PreflightError, prepare
+    from ddpkit.launch.plan import LaunchOptions
     from ddpkit.nodeside import source
-    from ddpkit.plan import LaunchOptions
 
     cfg = config_from(args)
     cfg["min_busbw"] = args.min_busbw
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def finish(args, cfg, writer, result, rank_host) -> int:
-    from ddpkit.bench.table import avg_busbw, wrong_total
+    from ddpkit.verify.bench.table import avg_busbw, wrong_total
 
     if result.exit_code != 0:
         from ddpkit.cli.launch import show_summary
@@ -212,7 +212,7 @@ def finish(args, cfg, writer, result, rank_host) -> int:
 
         print_json(report)
     if args.plot and writer.rows:
-        from ddpkit.bench.plot import plot
+        from ddpkit.verify.bench.plot import plot
 
         plot(writer.rows, args.plot)
         err(f"ddpkit bench: plot written to {args.plot}")
@@ -230,7 +230,7 @@ def finish(args, cfg, writer, result, rank_host) -> int:
 
 
 def show_pairs(raw: list[dict], rank_host: dict[int, str], json_mode: bool):
-    from ddpkit.bench.pairs import judge_pairs, matrix
+    from ddpkit.verify.bench.pairs import judge_pairs, matrix
 
     pairs = [(rank_host.get(p["a"], p["host_a"]), rank_host.get(p["b"], p["host_b"]), p["gbps"])
              for p in raw]

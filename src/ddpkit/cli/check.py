@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpkit.preflight import run_check
+    from ddpkit.verify.preflight import run_check
 
     hosts, _ = hosts_from(args)
     status = _status(args.json)

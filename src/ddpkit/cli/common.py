@@ -8,8 +8,8 @@ import signal
 import sys
 
 from ddpkit.errors import UsageError
-from ddpkit.hosts import Host, resolve_hosts
-from ddpkit.remote import SshOptions
+from ddpkit.launch.hosts import Host, resolve_hosts
+from ddpkit.launch.remote import SshOptions
 
 
 def add_host_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,10 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ddpkit.cli.launch import report_problems, supervise
-    from ddpkit.demo import RESULT_PREFIX, judge, parse_result
-    from ddpkit.launcher import PreflightError, prepare
+    from ddpkit.launch.launcher import PreflightError, prepare
+    from ddpkit.launch.plan import LaunchOptions
     from ddpkit.nodeside import source
-    from ddpkit.plan import LaunchOptions
+    from ddpkit.verify.demo import RESULT_PREFIX, judge, parse_result
 
     writable_dir(args.log_dir, "--log-dir")
     hosts, _ = hosts_from(args)

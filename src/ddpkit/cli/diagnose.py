@@ -26,7 +26,7 @@ def read_log(path: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpkit.diagnose import diagnose
+    from ddpkit.troubleshoot.diagnose import diagnose
 
     findings = diagnose(read_log(args.log))
     if args.json:

@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpkit.doctor import run_doctor
+    from ddpkit.prepare.doctor import run_doctor
 
     report = run_doctor(port=args.port)
     if args.json:

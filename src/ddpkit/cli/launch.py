@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace, script: str, script_args: list[str]):
-    from ddpkit.plan import LaunchOptions, parse_env_pair
+    from ddpkit.launch.plan import LaunchOptions, parse_env_pair
 
     pairs = [parse_env_pair(p) for p in args.env]
     if getattr(args, "horovod", False):
@@ -81,7 +81,7 @@ def options_from(args: argparse.Namespace, script: str, script_args: list[str]):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpkit.launcher import PreflightError, assign_np, prepare
+    from ddpkit.launch.launcher import PreflightError, assign_np, prepare
 
     writable_dir(args.log_dir, "--log-dir")
     hosts, _ = hosts_from(args)
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def supervise(plan, args, **kwargs):
     """Run the plan with Ctrl-C/SIGTERM turned into a teardown of every node."""
-    from ddpkit.launcher import execute
+    from ddpkit.launch.launcher import execute
 
     for note in plan.notes:
         err(f"ddpkit: note: {note}")
@@ -155,7 +155,7 @@ def diagnosis(result) -> list:
     """When a run failed, what the diagnose knowledge base makes of the output of all nodes."""
     if result.exit_code == 0 or result.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
         return []
-    from ddpkit.diagnose import diagnose
+    from ddpkit.troubleshoot.diagnose import diagnose
 
     return diagnose(result.log_tail)
 

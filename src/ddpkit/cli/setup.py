@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpkit.setup_horovod import setup_horovod
+    from ddpkit.prepare.setup.horovod import setup_horovod
 
     def log(line: str) -> None:
         sys.stderr.write(line + "\n")

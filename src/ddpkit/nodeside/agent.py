@@ -3,7 +3,9 @@
 # login shell start once, however many questions follow.
 #   {"op": "probe", "source": "<nodeside/probe.py>", "args": [workdir, script, kind]}
 #       -> {"probe": {...}}              (probe.py's collect(), run here)
-#   {"op": "doctor", "port": 29500}  -> {"doctor": {...}} or {"doctor": null, "error": "..."}
+#   {"op": "call", "target": "ddpkit.prepare.doctor:run_doctor", "kwargs": {"port": 29500}}
+#       -> {"result": {...}} or {"result": null, "error": "..."}   (when the node has ddpkit:
+#       runs it in this process, no second start-up; the agent itself knows no ddpkit module)
 #   {"op": "listen", "ports": [29500, 0]}   (0: any free port)
 #       -> {"listening": [{"want": 29500, "port": 29500, "error": ""}, ...]}
 #   {"op": "dial", "targets": [{"dst": "node1", "ip": "10.0.0.2", "port": 41234, ...}], "timeout": 3}
@@ -73,24 +75,25 @@ def probe(msg):
     return {"probe": namespace["collect"](*msg["args"])}
 
 
-def doctor(msg):
-    """ddpkit's doctor in this process when this interpreter has ddpkit (no second start-up)."""
+def call(msg):
+    """Run module:function(**kwargs) from this interpreter's own ddpkit; its result's to_dict()."""
+    module, _, func = msg["target"].partition(":")
     try:
-        from ddpkit.doctor import run_doctor
-    except ImportError as exc:
-        return {"doctor": None, "error": str(exc)}
+        fn = getattr(__import__(module, fromlist=[func]), func)
+    except (ImportError, AttributeError) as exc:
+        return {"result": None, "error": str(exc)}
     try:
-        return {"doctor": run_doctor(port=int(msg.get("port", 29500))).to_dict()}
-    except Exception as exc:  # a doctor bug must not end the session
-        return {"doctor": None, "error": "doctor failed: %s: %s" % (type(exc).__name__, exc)}
+        return {"result": fn(**msg.get("kwargs", {})).to_dict()}
+    except Exception as exc:  # a bug there must not end the session
+        return {"result": None, "error": "%s failed: %s: %s" % (func, type(exc).__name__, exc)}
 
 
 def answer(msg):
     op = msg.get("op")
     if op == "probe":
         return probe(msg)
-    if op == "doctor":
-        return doctor(msg)
+    if op == "call":
+        return call(msg)
     if op == "listen":
         return {"listening": [listen(int(p)) for p in msg.get("ports", [])]}
     if op == "dial":

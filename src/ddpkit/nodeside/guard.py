@@ -20,6 +20,10 @@ import time
 
 MARK = "@@ddpkit-node-exit "
 
+# What a process needs to run; under clean_env everything else comes from the launcher's list.
+CLEAN_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TERM", "TMPDIR",
+                  "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")
+
 
 def proc_table():
     """{pid: (ppid, state)} for every process we can see."""
@@ -100,22 +104,24 @@ def finish(code, **extra):
     os._exit(code)
 
 
-def main():
+def read_config():
     line = sys.stdin.buffer.readline()
     if not line:
         os._exit(0)  # the launcher went away before the run started
-    cfg = json.loads(line.decode())
-    try:
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-    tmp = tempfile.mkdtemp(prefix="ddpkit-node-")
+    return json.loads(line.decode())
+
+
+def enter_workdir(cfg, tmp):
     try:
         os.chdir(cfg.get("cwd") or ".")
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         sys.stderr.write("ddpkit: working directory %s: %s\n" % (cfg.get("cwd"), exc.strerror))
         finish(2, error="workdir")
+
+
+def command(cfg, tmp):
+    """The node's argv and environment, with the files it needs written into tmp."""
     argv = [a.replace("@TMP@", tmp) for a in cfg["argv"]]
     for name, text in cfg.get("files", {}).items():
         path = os.path.join(tmp, name)
@@ -132,10 +138,22 @@ def main():
     env = dict(os.environ)
     if cfg.get("clean_env"):
         # only what a process needs to run; everything else comes from the launcher's list
-        env = {k: v for k, v in os.environ.items()
-               if k in ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "TERM",
-                        "TMPDIR", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH")}
+        env = {k: v for k, v in os.environ.items() if k in CLEAN_ENV_KEEP}
     env.update({k: v.replace("@TMP@", tmp) for k, v in cfg.get("env", {}).items()})
+    return argv, env
+
+
+def start(argv, env, tmp):
+    try:
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.stderr.write("ddpkit: cannot start %s: %s\n" % (argv[0], exc.strerror))
+        finish(127, error="exec")
+
+
+def watch(child, heartbeat):
+    """Wait for the child to end, a signal, stdin's end or a missed heartbeat; say which."""
     stop = threading.Event()
     torn = []
 
@@ -145,13 +163,6 @@ def main():
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    try:
-        child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        sys.stderr.write("ddpkit: cannot start %s: %s\n" % (argv[0], exc.strerror))
-        finish(127, error="exec")
-
     heard = [time.time()]
 
     def watch_stdin():
@@ -162,22 +173,33 @@ def main():
         stop.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    quiet = float(cfg.get("heartbeat") or 0)
     while child.poll() is None and not stop.is_set():
         stop.wait(0.02)
-        if quiet and time.time() - heard[0] > quiet:
-            torn.append("no heartbeat from the launcher for %gs" % quiet)
+        if heartbeat and time.time() - heard[0] > heartbeat:
+            torn.append("no heartbeat from the launcher for %gs" % heartbeat)
             stop.set()
+    return str(torn[0]) if torn else ""
+
+
+def main():
+    cfg = read_config()
+    try:
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+    tmp = tempfile.mkdtemp(prefix="ddpkit-node-")
+    enter_workdir(cfg, tmp)
+    argv, env = command(cfg, tmp)
+    child = start(argv, env, tmp)
+    why = watch(child, float(cfg.get("heartbeat") or 0))
     teardown = child.poll() is None
-    if teardown:
-        stop_tree(child, float(cfg.get("grace", 5)))
-    else:
-        stop_tree(child, 1.0)  # torchrun is done; nothing of it may linger
+    # on teardown TERM then KILL after the grace; else torchrun is done and nothing may linger
+    stop_tree(child, float(cfg.get("grace", 5)) if teardown else 1.0)
     code = child.returncode
     if code is not None and code < 0:
         code = 128 - code
     shutil.rmtree(tmp, ignore_errors=True)
-    finish(code or 0, torn_down=teardown, why=str(torn[0]) if torn else "")
+    finish(code or 0, torn_down=teardown, why=why)
 
 
 main()

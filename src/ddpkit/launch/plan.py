@@ -1,0 +1,356 @@
+"""Pure planning: hosts + options + node facts -> the exact torchrun command for every node.
+
+Nothing here touches the network or starts a process; `ddpkit launch --dry-run` prints what
+this module returns, and the supervisor runs exactly that.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ddpkit.errors import UsageError
+from ddpkit.launch.hosts import Host
+from ddpkit.parsers.ifaces import VIRTUAL_IFACE
+
+# Forwarded to every node by default: what NCCL, torch, Gloo, OpenMP and Python read.
+FORWARD_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "OMP_", "PYTHON")
+# Never forwarded even when they match a prefix: they describe this process, not the run.
+NEVER_FORWARD = ("PYTHONHOME", "PYTHONEXECUTABLE", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+# Names that hold secrets: *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL*, *PRIVATE*, and KEY or AUTH
+# as a word of the name (WANDB_API_KEY, SSH_KEY, --encryption-key, AUTH_HEADER; not KEYBOARD).
+SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|(?:^|_)(?:API_?)?KEY(?:$|_)|(?:^|_)AUTH(?:$|_)",
+                    re.I)
+# torchrun prefixes each worker line with this, so every line can be labelled with its rank.
+# Not "[N]:": torchrun's own failure summary prints lines like "[0]:".
+LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
+ENGINES = ("torchrun", "accelerate", "horovod")
+
+
+@dataclass(frozen=True)
+class Addr:
+    iface: str
+    cidr: str  # "10.0.0.5/24"
+
+    @property
+    def ip(self) -> str:
+        return self.cidr.split("/")[0]
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_interface(self.cidr).network
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the preflight probe learnt about one node (see probe.py)."""
+
+    hostname: str = ""
+    addrs: tuple[Addr, ...] = ()
+    gpus: int = 0
+    local: bool = False
+    ssh_hostname: str = ""  # the address ssh connects to (`ssh -G`), "" for the local node
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    script: str
+    script_args: tuple[str, ...] = ()
+    module: bool = False
+    nproc_per_node: int | None = None  # None: each host's slots, else 1
+    port: int = 29500
+    max_restarts: int = 0
+    python: str = "python3"
+    workdir: str = "."
+    run_id: str = "ddpkit"
+    env_names: tuple[str, ...] = ()  # -x NAME: forward this variable's value from here
+    env_pairs: tuple[tuple[str, str], ...] = ()  # --env NAME=VALUE
+    rdzv_timeout: int | None = None  # seconds nodes wait for each other at the rendezvous
+    engine: str = "torchrun"  # torchrun | accelerate (per node) | horovod (horovodrun, here)
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise UsageError(f"--engine {self.engine}: unknown", f"choose from {', '.join(ENGINES)}")
+        if not 1 <= self.port <= 65535:
+            raise UsageError(f"--port {self.port} is not a TCP port", "use a number from 1 to 65535")
+        if self.nproc_per_node is not None and self.nproc_per_node < 1:
+            raise UsageError(f"--nproc-per-node {self.nproc_per_node} must be at least 1",
+                             "e.g. --nproc-per-node 4 (one process per GPU)")
+        if self.max_restarts < 0:
+            raise UsageError("--max-restarts must be 0 or more", "e.g. --max-restarts 1")
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    host: Host
+    node_rank: int
+    nproc: int
+    local: bool
+    argv: tuple[str, ...]  # torchrun command, run in workdir with env on top of the node's own
+    env: Mapping[str, str]
+    workdir: str
+    ifname: str = ""
+    clean_env: bool = False  # start from a minimal environment, not the node's (horovodrun)
+
+    def shell(self, masked: bool = True) -> str:
+        """The command to paste on this node: cd, env, torchrun."""
+        env = [f"{k}={mask_value(k, v) if masked else v}" for k, v in sorted(self.env.items())]
+        argv = mask_args(list(self.argv)) if masked else list(self.argv)
+        parts = ["cd", shlex.quote(self.workdir), "&&"]
+        if env:
+            parts += ["env", *[shlex.quote(e) for e in env]]
+        return " ".join(parts + [shlex.join(argv)])
+
+
+@dataclass(frozen=True)
+class Plan:
+    nodes: tuple[NodePlan, ...]
+    master_addr: str
+    port: int
+    run_id: str
+    standalone: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)  # what the user should know
+
+    @property
+    def world_size(self) -> int:
+        return sum(n.nproc for n in self.nodes)
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id, "master_addr": self.master_addr, "port": self.port,
+            "world_size": self.world_size, "standalone": self.standalone, "notes": list(self.notes),
+            "nodes": [{"host": n.host.to_dict(), "node_rank": n.node_rank, "nproc": n.nproc,
+                       "local": n.local, "ifname": n.ifname, "workdir": n.workdir,
+                       "argv": mask_args(list(n.argv)),
+                       "env": {k: mask_value(k, v) for k, v in sorted(n.env.items())},
+                       "command": n.shell()} for n in self.nodes],
+        }
+
+
+def mask_value(name: str, value: str) -> str:
+    return "****" if SECRET.search(name) and value else value
+
+
+def mask_args(argv: list[str]) -> list[str]:
+    """Hide values of arguments named like secrets: --hf-token X, --api-key=X."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next and not arg.startswith("-"):
+            out.append("****")
+            hide_next = False
+            continue
+        hide_next = False
+        flag, eq, _ = arg.partition("=")
+        name = flag.lstrip("-").replace("-", "_")
+        if arg.startswith("-") and SECRET.search(name) and not name.lower().startswith("no_"):
+            if eq:
+                out.append(f"{flag}=****")
+            else:
+                out.append(arg)
+                hide_next = True  # the value follows, unless the next word is another flag
+            continue
+        out.append(arg)
+    return out
+
+
+def forwarded_env(environ: Mapping[str, str], names: tuple[str, ...] = (),
+                  pairs: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """The variables a run gets from here: the known prefixes, -x NAME, --env NAME=VALUE."""
+    env = {k: v for k, v in environ.items()
+           if k.startswith(FORWARD_PREFIXES) and k not in NEVER_FORWARD}
+    for name in names:
+        if "=" in name:  # mpirun allows -x NAME=VALUE too
+            key, _, value = name.partition("=")
+            env[key] = value
+        elif name in environ:
+            env[name] = environ[name]
+        else:
+            raise UsageError(f"-x {name}: {name} is not set here",
+                             f"export {name}=... first, or use --env {name}=VALUE")
+    for key, value in pairs:
+        env[key] = value
+    return env
+
+
+def parse_env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        raise UsageError(f"--env '{text}' is not NAME=VALUE", "e.g. --env NCCL_DEBUG=INFO")
+    return key, value
+
+
+def choose_network(facts: list[NodeFacts]) -> tuple[str, list[str], str]:
+    """(master address, per-node interface, note) from the subnet every node shares.
+
+    Prefers the subnet holding the first node's SSH address (the one the user named), then
+    physical-looking interfaces over bridges and virtual ones. ('', ['']*n, why) when no
+    subnet is shared by all nodes."""
+    per_node = [[a for a in f.addrs if not ipaddress.ip_address(a.ip).is_loopback] for f in facts]
+    if not per_node or any(not addrs for addrs in per_node):
+        bad = [facts[i].hostname or f"node {i}" for i, a in enumerate(per_node) if not a]
+        return "", [""] * len(facts), f"no non-loopback IPv4 address on {', '.join(bad)}"
+    shared = set.intersection(*({a.network for a in addrs} for addrs in per_node))
+    if not shared:
+        return "", [""] * len(facts), "the nodes share no IPv4 subnet"
+    first = facts[0]
+
+    def rank(net: ipaddress.IPv4Network) -> tuple:
+        mine = [a for a in per_node[0] if a.network == net]
+        named = any(a.ip == first.ssh_hostname for a in mine)
+        virtual = any(VIRTUAL_IFACE.match(a.iface) for addrs in per_node for a in addrs
+                      if a.network == net)
+        return (not named, virtual, -net.prefixlen, str(net))
+
+    net = min(shared, key=rank)
+    master = next(a.ip for a in per_node[0] if a.network == net)
+    ifaces = [next(a.iface for a in addrs if a.network == net) for addrs in per_node]
+    return master, ifaces, ""
+
+
+def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str],
+              facts: list[NodeFacts]) -> Plan:
+    if len(facts) != len(hosts):
+        raise ValueError("one NodeFacts per host")
+    standalone = len(hosts) == 1
+    base_env = _base_env(opts, environ, standalone)
+    master, ifaces, notes = _rendezvous(hosts, facts, standalone)
+    nprocs = [opts.nproc_per_node or h.slots or 1 for h in hosts]
+    if opts.engine == "horovod":
+        return _horovodrun_plan(hosts, nprocs, opts, base_env, master, notes)
+    if opts.engine == "accelerate" and len(set(nprocs)) > 1:
+        raise UsageError(f"--engine accelerate needs the same number of processes on every node "
+                         f"(got {', '.join(map(str, nprocs))})", "give every host the same slots")
+    nodes = []
+    for rank, (host, fact, ifname) in enumerate(zip(hosts, facts, ifaces)):
+        if opts.engine == "accelerate":
+            argv = _accelerate_argv(opts, len(hosts), rank, nprocs[rank], master)
+        else:
+            local_addr = next((a.ip for a in fact.addrs if a.iface == ifname), "")
+            argv = _torchrun_argv(opts, len(hosts), rank, nprocs[rank], master, local_addr)
+        nodes.append(NodePlan(host=host, node_rank=rank, nproc=nprocs[rank], local=fact.local,
+                              argv=tuple(argv), env=_node_env(base_env, ifname),
+                              workdir=opts.workdir, ifname=ifname))
+    return Plan(nodes=tuple(nodes), master_addr=master, port=opts.port, run_id=opts.run_id,
+                standalone=standalone, notes=tuple(notes))
+
+
+def _base_env(opts: LaunchOptions, environ: Mapping[str, str], standalone: bool) -> dict:
+    env = forwarded_env(environ, opts.env_names, opts.env_pairs)
+    env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = LINE_PREFIX_TEMPLATE
+    if opts.max_restarts and not standalone:
+        # Measured here (torch 2.13, c10d, Gloo): after a restart the workers of the new round
+        # fail in Gloo's connectFullMesh ("Connection refused") while they share the
+        # rendezvous TCPStore; with a store of their own, as before torch 2.4, restarts work.
+        env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    return env
+
+
+def _rendezvous(hosts: list[Host], facts: list[NodeFacts],
+                standalone: bool) -> tuple[str, list[str], list[str]]:
+    """The master address every node dials, each node's interface, and notes for the user."""
+    if standalone:
+        return "127.0.0.1", [""], []
+    notes: list[str] = []
+    master, ifaces, why = choose_network(facts)
+    if not master:
+        master = facts[0].ssh_hostname or hosts[0].name
+        notes.append(f"{why}: using {master} as the rendezvous address")
+        if master in ("localhost", "localhost.localdomain"):
+            raise UsageError(f"the first host is '{master}', which other nodes cannot reach",
+                             "name the first host by its cluster address in -H (its IP or "
+                             "a name every node resolves)")
+    if _is_ip(master) and ipaddress.ip_address(master).is_loopback:
+        raise UsageError(f"the first host {hosts[0].name} resolves to loopback {master}",
+                         "name the hosts by their cluster addresses (never 127.x) in -H")
+    return master, ifaces, notes
+
+
+def _node_env(base_env: dict, ifname: str) -> dict:
+    env = dict(base_env)
+    if ifname:
+        # Gloo and NCCL otherwise pick the address the hostname resolves to, which is
+        # loopback on many distributions; pin both to the interface on the shared subnet.
+        env.setdefault("GLOO_SOCKET_IFNAME", ifname)
+        env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+    return env
+
+
+def _torchrun_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int, master: str,
+                   local_addr: str) -> list[str]:
+    argv = [opts.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+            "--nproc-per-node", str(nproc)]
+    if nnodes == 1:
+        argv += ["--standalone"]
+    else:
+        argv += ["--node-rank", str(rank), "--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", f"{_host_for_url(master)}:{opts.port}",
+                 "--rdzv-id", opts.run_id, "--rdzv-conf", _rdzv_conf(rank == 0, opts.rdzv_timeout)]
+        if local_addr:
+            # The address this node publishes to the others (else its FQDN, often loopback).
+            argv += ["--local-addr", local_addr]
+    argv += ["--max-restarts", str(opts.max_restarts), "--tee", "3"]
+    if opts.module:
+        argv += ["--module"]
+    # "--" keeps torchrun from taking the script's own options (--max is "ambiguous" else)
+    return argv + ["--", opts.script, *opts.script_args]
+
+
+def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
+                     master: str) -> list[str]:
+    """`accelerate launch` for one node; it runs torchrun in-process (static rendezvous)."""
+    total = nproc * nnodes
+    argv = [opts.python, "-m", "accelerate.commands.launch", "--num_machines", str(nnodes),
+            "--machine_rank", str(rank), "--num_processes", str(total),
+            "--main_process_port", str(opts.port), "--mixed_precision", "no",
+            "--dynamo_backend", "no", "--max_restarts", str(opts.max_restarts), "--tee", "3"]
+    if nnodes > 1:
+        argv += ["--main_process_ip", master, "--same_network"]
+    if total > 1:
+        argv += ["--multi_gpu"]  # on CPU too: without it accelerate starts one plain process
+    if opts.module:
+        argv += ["--module"]
+    return argv + [opts.script, *opts.script_args]
+
+
+def _horovodrun_plan(hosts: list[Host], nprocs: list[int], opts: LaunchOptions,
+                     env: dict[str, str], master: str, notes: list[str]) -> Plan:
+    """Real Horovod: one horovodrun on this machine, which starts every node itself over SSH."""
+    # horovodrun takes no user@: users come from ~/.ssh/config, as for ssh itself
+    spec = ",".join(f"{'localhost' if len(hosts) == 1 else h.name}:{n}"
+                    for h, n in zip(hosts, nprocs))
+    argv = [opts.python, "-m", "horovod.runner.launch", "-np", str(sum(nprocs)), "-H", spec,
+            "--gloo", "--gloo-timeout-seconds", str(opts.rdzv_timeout or 60)]
+    if len(hosts) > 1:
+        argv += ["--network-interface", env.get("GLOO_SOCKET_IFNAME", "")] \
+            if env.get("GLOO_SOCKET_IFNAME") else []
+    argv += [opts.python, *(["-m"] if opts.module else []), opts.script, *opts.script_args]
+    # horovodrun copies its whole environment onto every node's ssh command line: give it
+    # only what a run needs (clean_env) plus the forwarded variables.
+    node = NodePlan(host=Host("localhost"), node_rank=0, nproc=sum(nprocs), local=True,
+                    argv=tuple(argv), env=env, workdir=opts.workdir, clean_env=True)
+    return Plan(nodes=(node,), master_addr=master, port=opts.port, run_id=opts.run_id,
+                standalone=True, notes=tuple(notes + ["horovodrun starts the other nodes itself "
+                                                      "(its own SSH and teardown)"]))
+
+
+def _rdzv_conf(is_host: bool, timeout: int | None) -> str:
+    conf = [f"is_host={'1' if is_host else '0'}"]
+    if timeout:
+        conf.append(f"join_timeout={timeout}")
+    return ",".join(conf)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _host_for_url(addr: str) -> str:
+    return f"[{addr}]" if ":" in addr else addr

@@ -1,0 +1,192 @@
+"""The only place that runs ssh: argv building, error classification, parallel fan-out.
+
+The system OpenSSH client is used so that ~/.ssh/config, keys, agents and jump hosts work as
+they do for the user. BatchMode is always on: nothing ever waits on a password prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+from ddpkit.errors import UsageError
+from ddpkit.launch.hosts import Host
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    config: str | None = None
+    identity: str | None = None
+    port: int | None = None
+    options: tuple[str, ...] = ()  # KEY=VALUE, as ssh -o takes them
+    connect_timeout: int = 10
+
+    def __post_init__(self) -> None:
+        for opt in self.options:
+            if not re.match(r"^[A-Za-z][A-Za-z0-9]*=.+$", opt):
+                raise UsageError(f"--ssh-option '{opt}' is not KEY=VALUE",
+                                 "e.g. --ssh-option ProxyJump=bastion")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise UsageError(f"--ssh-port {self.port} is not a TCP port", "e.g. --ssh-port 2222")
+
+
+def ssh_base(host: Host, opts: SshOptions) -> list[str]:
+    """ssh argv up to and including the destination. The user's -o come before our defaults
+    because ssh keeps the first value it sees; BatchMode comes first so it cannot be undone."""
+    argv = ["ssh", "-o", "BatchMode=yes"]
+    if opts.config:
+        argv += ["-F", opts.config]
+    if opts.identity:
+        argv += ["-i", opts.identity]
+    if opts.port:
+        argv += ["-p", str(opts.port)]
+    for opt in opts.options:
+        argv += ["-o", opt]
+    argv += ["-o", f"ConnectTimeout={opts.connect_timeout}",
+             # notice a dead node or a cut link within ~15 s instead of TCP's minutes
+             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+             "-T", host.target]
+    return argv
+
+
+def ssh_argv(host: Host, opts: SshOptions, remote_argv: list[str]) -> list[str]:
+    """ssh joins its arguments with spaces for the remote shell: quote every word once."""
+    return ssh_base(host, opts) + ["--", shlex.join(remote_argv)]
+
+
+@dataclass(frozen=True)
+class SshFailure:
+    kind: str  # auth | host_key | refused | timeout | unknown_host | no_route | closed | config | other
+    message: str
+    fix: str
+
+
+_SSH_ERRORS: tuple[tuple[str, str, str, str], ...] = (
+    # (kind, regex on ssh's stderr, message, fix); first match wins
+    ("host_key", r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed|"
+                 r"No \w+ host key is known",
+     "host key verification failed",
+     "ssh-keygen -R {name}, then 'ssh {target}' once and check the new fingerprint"),
+    ("auth", r"Permission denied \(|Too many authentication failures|no mutual signature",
+     "SSH key not accepted (password-less login is not set up)",
+     "ssh-copy-id {target} (keys must be in ~/.ssh/authorized_keys, ~/.ssh 700, "
+     "authorized_keys 600 on {name})"),
+    ("unknown_host", r"Could not resolve hostname|Name or service not known|"
+                     r"nodename nor servname|Temporary failure in name resolution",
+     "host name does not resolve",
+     "add '{name}' to /etc/hosts or a 'Host {name}' block with HostName to ~/.ssh/config"),
+    ("refused", r"Connection refused",
+     "connection refused: no sshd listening on that port",
+     "start sshd on {name} (sudo systemctl start sshd) or give the right --ssh-port"),
+    ("timeout", r"timed out|Connection timeout",
+     "connection timed out: host down, or a firewall drops SSH",
+     "check that {name} is up and that TCP 22 (or --ssh-port) is open in its firewall"),
+    ("no_route", r"No route to host|Network is unreachable",
+     "no route to host",
+     "check the address of {name} and the network between the nodes"),
+    ("closed", r"Connection closed by|Connection reset by|kex_exchange_identification|"
+               r"closed by remote host|Broken pipe",
+     "the SSH connection was closed",
+     "check sshd on {name} (MaxStartups, TCP wrappers, 'journalctl -u sshd')"),
+    ("config", r"Bad configuration option|Bad owner or permissions|no argument after keyword|"
+               r"Can't open user config file|Identity file .* not accessible",
+     "ssh configuration error",
+     "fix the ssh config or key file named above"),
+)
+
+
+def classify_ssh_error(stderr: str, host: Host) -> SshFailure:
+    for kind, pattern, message, fix in _SSH_ERRORS:
+        if re.search(pattern, stderr):
+            return SshFailure(kind, message, fix.format(name=host.name, target=host.target))
+    last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "no message")
+    return SshFailure("other", f"ssh failed: {last}", f"try 'ssh {host.target} true' by hand")
+
+
+def describe_ssh_failure(stderr: str, host: Host) -> SshFailure:
+    """The classified failure with ssh's own words appended, as every command reports it."""
+    fail = classify_ssh_error(stderr, host)
+    said = first_ssh_line(stderr)
+    return SshFailure(fail.kind, f"{fail.message} ({said})" if said else fail.message, fail.fix)
+
+
+def first_ssh_line(stderr: str) -> str:
+    """The line of ssh's stderr that says what went wrong (not warnings about known_hosts)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if not ln.startswith(("Warning: Permanently added", "@@@")):
+            return ln
+    return lines[0] if lines else ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    host: Host
+    returncode: int | None  # None: timed out locally
+    stdout: str
+    stderr: str
+
+
+def ssh_hostname(host: Host, opts: SshOptions) -> str:
+    """The address ssh would connect to for this host, after ~/.ssh/config (`ssh -G`)."""
+    argv = ssh_base(host, opts)
+    try:
+        done = subprocess.run(argv[:-2] + ["-G", host.target], capture_output=True, text=True,
+                              timeout=5, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return host.name
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "hostname":
+            return value.strip()
+    return host.name
+
+
+class LineSession:
+    """A command on a host (or here) that we talk to in JSON lines over its stdin/stdout."""
+
+    def __init__(self, host: Host, opts: SshOptions, remote_argv: list[str], local: bool) -> None:
+        self.host = host
+        argv = remote_argv if local else ssh_argv(host, opts, remote_argv)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, errors="replace",
+                                     start_new_session=True)
+
+    def send(self, obj: dict) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict | None:
+        """The next JSON line; None when the command ended first (see stderr())."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+        return None
+
+    def stderr(self) -> str:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+    def close(self, timeout: float = 5) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -1,0 +1,406 @@
+"""The only place that owns child processes: start every node, label its output, tear down.
+
+Each node runs nodeside/guard.py (locally, or through ssh) with the node's torchrun command on
+its stdin. Closing that stdin is the one way to stop a node: on teardown we close it; if this
+process dies, the OS closes it; if an SSH session drops, sshd closes it. The guard then
+terminates the node's whole process tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable
+
+from ddpkit.launch.plan import NodePlan, Plan
+from ddpkit.launch.remote import SshOptions, describe_ssh_failure, ssh_argv
+from ddpkit.nodeside import source
+
+MARK = "@@ddpkit-node-exit "
+# torchrun's tee (with our prefix template), or horovodrun/mpirun's "[1,0]<stdout>:"
+RANK_LINE = re.compile(r"^(?:\[rank(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:)(.*)$", re.S)
+# torchrun chatter that says nothing about the run; kept in --log-dir files, not on the console.
+NOISE = re.compile(r"^\*{20,}$|^Setting OMP_NUM_THREADS environment variable for each process|"
+                   r"node_rank is only used for static rdzv_backend|"
+                   r"^\s*$")
+EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b(?::.*)?$")
+ERROR_HINT = re.compile(r"terminate called|Segmentation fault|Bus error|Killed|core dumped|"
+                        r"Signal \d+ \(SIG\w+\) received|error:|FAILED|Fatal|fatal", re.I)
+# glog/c10 warnings ("[W1130 01:03:54.27 socket.cpp:764] ...", "W1130 ...") are not errors.
+WARNING_LINE = re.compile(r"^\[?W\d{4} ")
+# Errors a rank reports because another rank died first.
+CONSEQUENCE = re.compile(r"Connection closed by peer|Connection reset by peer|remote worker|"
+                         r"Broken pipe|[Ww]atchdog|timed out|Timeout|aborted|SIGTERM|"
+                         r"was killed by SIGKILL")
+# torchrun's own report of a dead worker: "failed (exitcode: -6) local_rank: 0 (pid: 12) of ..."
+WORKER_DIED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
+HEARTBEAT_EVERY = 5.0  # seconds between newlines on every guard's stdin
+HEARTBEAT_TIMEOUT = 30.0  # a guard that hears nothing for this long stops its node
+COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
+
+
+def describe_exit(code: int, local_rank: str) -> str:
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with code {code}"
+    return f"worker (local rank {local_rank}) {how}"
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL every descendant of pid (deepest first), then pid."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True)[::-1] + [root]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+@dataclass
+class NodeRun:
+    plan: NodePlan
+    color: str
+    proc: subprocess.Popen | None = None
+    state: str = "pending"  # running | ok | failed | stopped | ssh_error
+    exit_code: int | None = None
+    first_error: str = ""
+    error_at: float | None = None
+    ended_at: float | None = None
+    marker: dict | None = None
+    ranks: set[int] = field(default_factory=set)
+    agent_error: str = ""  # torchrun's own words, used only when no worker said anything
+    own_stderr: deque = field(default_factory=lambda: deque(maxlen=30))  # ssh's own words
+    readers: list[threading.Thread] = field(default_factory=list)
+
+    def to_dict(self, t0: float) -> dict:
+        return {"host": self.plan.host.name, "state": self.state, "exit_code": self.exit_code,
+                "ranks": sorted(self.ranks), "first_error": self.first_error,
+                "ended_after_s": round(self.ended_at - t0, 3) if self.ended_at else None}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    nodes: tuple[dict, ...]
+    exit_code: int
+    first_failure: str  # host name, "" when none
+    reason: str  # what ended the run: "", "failure", "SIGINT", "SIGTERM"
+    duration_s: float
+    log_tail: tuple[str, ...]  # labelled lines, for diagnosis
+
+    def to_dict(self) -> dict:
+        return {"schema": 1, "exit_code": self.exit_code, "first_failure": self.first_failure,
+                "reason": self.reason, "duration_s": round(self.duration_s, 3),
+                "nodes": list(self.nodes)}
+
+
+class Printer:
+    """Writes labelled lines; colour per node when the stream is a terminal."""
+
+    def __init__(self, out: IO[str], err: IO[str], width: int, log_dir: Path | None) -> None:
+        self.out, self.err, self.width = out, err, width
+        self.color = {id(out): out.isatty(), id(err): err.isatty()}
+        self.log_dir = log_dir
+        self.files: dict[str, IO[str]] = {}
+        self.lock = threading.Lock()
+        if log_dir:
+            log_dir.mkdir(parents=True, exist_ok=True)
+
+    def line(self, node: NodeRun, rank: int | None, text: str, stream: IO[str],
+             console: bool = True) -> None:
+        label = f"{node.plan.host.name}:{rank if rank is not None else '-'}"
+        with self.lock:
+            if self.log_dir:
+                name = f"rank{rank}.log" if rank is not None else f"{node.plan.host.name}.log"
+                f = self.files.get(name) or self.files.setdefault(name, open(self.log_dir / name, "a"))
+                f.write(text + "\n")
+            if not console:
+                return
+            padded = label.ljust(self.width)
+            if self.color[id(stream)]:
+                padded = f"\x1b[{node.color}m{padded}\x1b[0m"
+            stream.write(f"{padded} | {text}\n")
+            stream.flush()
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+class Supervisor:
+    def __init__(self, plan: Plan, ssh: SshOptions, printer: Printer, *, grace: float = 5.0,
+                 local_python: str = sys.executable, files: dict[str, str] | None = None,
+                 on_line: Callable[[str, int | None, str], None] | None = None,
+                 hide: re.Pattern | None = None, json_mode: bool = False,
+                 heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> None:
+        self.plan, self.ssh, self.printer = plan, ssh, printer
+        self.grace = grace
+        self.heartbeat_timeout = heartbeat_timeout
+        self.local_python = local_python
+        self.files = files or {}
+        self.on_line = on_line
+        self.hide = hide  # worker lines meant for ddpkit, not for the console
+        self.json_mode = json_mode
+        self.nodes = [NodeRun(p, COLORS[i % len(COLORS)]) for i, p in enumerate(plan.nodes)]
+        self.events: queue.Queue = queue.Queue()
+        self.reason = ""
+        self.first_failure: NodeRun | None = None
+        self.tearing_down_at: float | None = None
+        self.hard_kill = False
+        self.tail: deque[str] = deque(maxlen=5000)
+        self.stdin_lock = threading.Lock()
+        self.t0 = time.monotonic()
+
+    # ---- starting -------------------------------------------------------------------------
+    def _argv(self, node: NodeRun) -> list[str]:
+        guard = source("guard")
+        if node.plan.local:
+            return [self.local_python, "-c", guard]
+        return ssh_argv(node.plan.host, self.ssh, [node.plan.argv[0], "-c", guard])
+
+    def _start(self, node: NodeRun) -> None:
+        config = {"argv": list(node.plan.argv), "env": dict(node.plan.env),
+                  "cwd": node.plan.workdir, "grace": self.grace, "log_dir_flag": True,
+                  "files": self.files, "heartbeat": self.heartbeat_timeout,
+                  "clean_env": node.plan.clean_env}
+        argv = self._argv(node)
+        try:
+            node.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True)  # Ctrl-C reaches us, not them
+        except OSError as exc:
+            node.state, node.exit_code = "failed", 127
+            node.first_error = f"cannot start {argv[0]}: {exc.strerror}"
+            node.ended_at = time.monotonic()
+            if self.first_failure is None:
+                self.first_failure = node
+                self._teardown("failure")
+            return
+        assert node.proc.stdin is not None
+        node.state = "running"
+        try:
+            node.proc.stdin.write((json.dumps(config) + "\n").encode())
+            node.proc.stdin.flush()
+        except OSError:
+            pass  # it died at once; its exit is noticed and explained like any other
+        for stream_name, pipe in (("out", node.proc.stdout), ("err", node.proc.stderr)):
+            t = threading.Thread(target=self._read, args=(node, stream_name, pipe), daemon=True)
+            t.start()
+            node.readers.append(t)
+
+    def _read(self, node: NodeRun, stream: str, pipe) -> None:
+        for raw in iter(pipe.readline, b""):
+            self.events.put((node, stream, raw.decode("utf-8", "replace").rstrip("\r\n")))
+        pipe.close()
+
+    # ---- output -----------------------------------------------------------------------------
+    def _handle(self, node: NodeRun, stream: str, text: str) -> None:
+        if text.startswith(MARK):
+            try:
+                node.marker = json.loads(text[len(MARK):])
+            except ValueError:
+                pass
+            return
+        m = RANK_LINE.match(text)
+        rank = int(m.group(1) or m.group(2)) if m else None
+        body = m.group(3) if m else text
+        if m and body.startswith(f"[rank{rank}]:"):  # torch labels worker tracebacks itself
+            body = body[len(f"[rank{rank}]:"):]
+            body = body[1:] if body.startswith(" ") else body
+        if rank is not None:
+            node.ranks.add(rank)
+        elif stream == "err" and not node.plan.local:
+            node.own_stderr.append(body)
+        self.tail.append(f"{node.plan.host.name}:{rank if rank is not None else '-'} | {body}")
+        self._note_error(node, rank, body)
+        out = self.printer.err if (stream == "err" or self.json_mode) else self.printer.out
+        quiet = (rank is None and NOISE.search(body)) or (self.hide and self.hide.search(body))
+        self.printer.line(node, rank, body, out, console=not quiet)
+        if self.on_line:
+            self.on_line(node.plan.host.name, rank, body)
+
+    def _note_error(self, node: NodeRun, rank: int | None, body: str) -> None:
+        """The first exception a worker raised is the node's error; torchrun's own report
+        (ChildFailedError, exit codes) only counts when no worker said anything."""
+        if WARNING_LINE.match(body):
+            return
+        is_exc = bool(EXCEPTION_LINE.match(body))
+        if rank is None:
+            died = WORKER_DIED.search(body)
+            if died and not node.agent_error:
+                node.agent_error = describe_exit(int(died.group("code")), died.group("local"))
+            elif not node.agent_error and (is_exc or ERROR_HINT.search(body)) \
+                    and "ChildFailedError" not in body:
+                node.agent_error = body.strip()
+            return
+        if is_exc and not EXCEPTION_LINE.match(node.first_error or ""):
+            node.first_error, node.error_at = body.strip(), time.monotonic()
+        elif not node.first_error and ERROR_HINT.search(body):
+            node.first_error, node.error_at = body.strip(), time.monotonic()
+
+    def _drain(self, timeout: float) -> None:
+        try:
+            item = self.events.get(timeout=timeout)
+        except queue.Empty:
+            return
+        while True:
+            self._handle(*item)
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    # ---- ending ----------------------------------------------------------------------------
+    def _finish(self, node: NodeRun, rc: int) -> None:
+        for t in node.readers:
+            t.join(timeout=2)
+        self._drain(0)
+        node.ended_at = time.monotonic()
+        if node.marker is not None:
+            node.exit_code = int(node.marker.get("code", rc))
+            if node.marker.get("torn_down") and self.tearing_down_at is not None:
+                node.state = "stopped"
+            else:
+                node.state = "ok" if node.exit_code == 0 else "failed"
+        elif not node.plan.local and rc == 255:
+            node.state, node.exit_code = "ssh_error", rc
+            fail = describe_ssh_failure("\n".join(node.own_stderr), node.plan.host)
+            node.first_error = f"SSH session lost: {fail.message}"
+        else:
+            node.exit_code = rc
+            node.state = "stopped" if self.tearing_down_at is not None else ("ok" if rc == 0 else "failed")
+        if not node.first_error and node.state != "ok":
+            node.first_error = node.agent_error
+        if node.state in ("failed", "ssh_error") and self.first_failure is None and not self.reason:
+            self.first_failure = node
+            self._teardown("failure")
+
+    def _teardown(self, reason: str) -> None:
+        if self.tearing_down_at is not None:
+            return
+        self.reason = self.reason or reason
+        self.tearing_down_at = time.monotonic()
+        self._close_inputs()
+
+    def _close_inputs(self) -> None:
+        for node in self.nodes:
+            if node.proc and node.proc.poll() is None and node.proc.stdin:
+                with self.stdin_lock:
+                    try:
+                        node.proc.stdin.close()  # the guard's signal to stop its node
+                    except OSError:
+                        pass
+
+    def request_stop(self, signum: int) -> None:
+        """Called from a signal handler: first Ctrl-C tears down, a second one kills at once."""
+        name = signal.Signals(signum).name
+        if self.tearing_down_at is not None:
+            self.hard_kill = True
+        self.reason = self.reason or name
+
+    def _kill_stragglers(self) -> None:
+        for node in self.nodes:
+            if node.proc and node.proc.poll() is None:
+                if node.plan.local:
+                    # torchrun's workers run in sessions of their own, under the guard: kill
+                    # them before the guard, which would otherwise be the one to reap them.
+                    kill_tree(node.proc.pid)
+                try:
+                    os.killpg(node.proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """A newline on every guard's stdin now and then: a guard that hears nothing for
+        HEARTBEAT_TIMEOUT seconds (a network partition that sshd does not notice for hours)
+        stops its node on its own."""
+        while not stop.wait(min(HEARTBEAT_EVERY, self.heartbeat_timeout / 3)):
+            for node in self.nodes:
+                if node.state != "running" or not node.proc or node.proc.stdin is None:
+                    continue
+                with self.stdin_lock:
+                    try:
+                        node.proc.stdin.write(b"\n")
+                        node.proc.stdin.flush()
+                    except (OSError, ValueError):
+                        pass
+
+    # ---- the run ---------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        beat_stop = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(beat_stop,), daemon=True).start()
+        try:
+            for node in self.nodes:
+                if not self.reason:
+                    self._start(node)
+            while any(n.state == "running" for n in self.nodes):
+                self._drain(0.02)
+                if self.reason and self.tearing_down_at is None:
+                    self._teardown(self.reason)
+                for node in self.nodes:
+                    if node.state == "running" and node.proc and node.proc.poll() is not None:
+                        self._finish(node, node.proc.returncode)
+                overdue = self.tearing_down_at is not None and \
+                    time.monotonic() - self.tearing_down_at > self.grace + 5
+                if self.hard_kill or overdue:
+                    self._kill_stragglers()
+        finally:
+            beat_stop.set()
+            self._close_inputs()  # normally a no-op: every node has ended
+            self._kill_stragglers_after(self.grace + 5)
+            self.printer.close()
+        return self._result()
+
+    def _kill_stragglers_after(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and any(n.proc and n.proc.poll() is None for n in self.nodes):
+            time.sleep(0.05)
+        self._kill_stragglers()
+        for node in self.nodes:
+            if node.proc:
+                node.proc.wait()
+
+    def _root_failure(self) -> NodeRun | None:
+        """Of the nodes that failed on their own, the one whose workers reported an error
+        first: when one rank dies its peers fail too, often before its own torchrun exits."""
+        failed = [n for n in self.nodes if n.state in ("failed", "ssh_error")]
+        if not failed:
+            return self.first_failure
+        # Output from different nodes arrives out of order (torchrun tails log files every
+        # 0.1 s, then SSH), so a peer's "connection closed" can beat the real error: rank a
+        # node's own error above a consequence, then by time.
+        return min(failed, key=lambda n: (bool(CONSEQUENCE.search(n.first_error)),
+                                          n.error_at or n.ended_at or 0.0))
+
+    def _result(self) -> RunResult:
+        if self.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
+            code = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}[self.reason]
+        elif self.first_failure is not None:
+            self.first_failure = self._root_failure()
+            rc = self.first_failure.exit_code or 1
+            code = 1 if self.first_failure.state == "ssh_error" or rc > 255 else rc
+        else:
+            code = 0 if all(n.state == "ok" for n in self.nodes) else 1
+        return RunResult(nodes=tuple(n.to_dict(self.t0) for n in self.nodes), exit_code=code,
+                         first_failure=self.first_failure.plan.host.name if self.first_failure else "",
+                         reason=self.reason, duration_s=time.monotonic() - self.t0,
+                         log_tail=tuple(self.tail))

@@ -1,0 +1,99 @@
+"""NCCL_*, TORCH_NCCL_* and *_SOCKET_IFNAME variables: real names, real interfaces."""
+
+from __future__ import annotations
+
+import difflib
+
+from ddpkit.data import load_toml, nccl_env_vars
+from ddpkit.prepare.checks.base import CheckResult, Snapshot, Status
+
+_NCCL_DEBUG_LEVELS = {"VERSION", "WARN", "INFO", "TRACE", "ABORT"}
+
+
+def _nearest(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return close[0] if close else ""
+
+
+def judge_name(name: str) -> CheckResult | None:
+    """One result for a suspicious NCCL_/TORCH_NCCL_ name, None when it is fine."""
+    notes = load_toml("env_notes.toml")
+    nccl = nccl_env_vars()
+    cid = f"env.{name}"
+    if name in notes.get("renamed", {}):
+        new = notes["renamed"][name]
+        return CheckResult(cid, Status.WARN, f"{name} is the old spelling of {new}",
+                           detail=f"torch reads {new}; the old name is deprecated",
+                           hint=f"export {new}=$${name}; unset {name}".replace("$$", "$"))
+    if name in notes.get("noop", {}):
+        return CheckResult(cid, Status.WARN, f"{name} does nothing: NCCL does not read it",
+                           detail=notes["noop"][name]["why"],
+                           hint=f"unset {name}; set the timeout with "
+                                "init_process_group(timeout=datetime.timedelta(minutes=60))")
+    if name.startswith("NCCL_"):
+        status = nccl.get(name)
+        if status == "removed":
+            return CheckResult(cid, Status.WARN, f"{name} was removed from NCCL and has no effect",
+                               hint=f"unset {name}")
+        if status is None:
+            near = _nearest(name, list(nccl))
+            return CheckResult(cid, Status.WARN, f"{name} is not a variable NCCL reads",
+                               detail=f"did you mean {near}?" if near else "",
+                               hint=f"export {near}=... instead" if near else f"unset {name}")
+    if name.startswith("TORCH_NCCL_"):
+        known = notes.get("torch", {}).get("names", [])
+        if name not in known:
+            near = _nearest(name, known)
+            return CheckResult(cid, Status.WARN, f"{name} is not a variable torch reads",
+                               detail=f"did you mean {near}?" if near else "",
+                               hint=f"export {near}=... instead" if near else f"unset {name}")
+    return None
+
+
+def ifname_matches(spec: str, names: list[str]) -> list[str]:
+    """Interfaces NCCL would consider for NCCL_SOCKET_IFNAME=spec ('^' excludes, '=' exact)."""
+    exclude = spec.startswith("^")
+    body = spec[1:] if exclude else spec
+    exact = body.startswith("=")
+    body = body[1:] if exact else body
+    items = [p for p in body.split(",") if p]
+
+    def hit(n: str) -> bool:
+        return any(n == p if exact else n.startswith(p) for p in items)
+
+    return [n for n in names if hit(n) != exclude]
+
+
+def env_vars(s: Snapshot) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    ifnames = [i.name for i in s.interfaces]
+    for name in sorted(s.env):
+        if name.startswith(("NCCL_", "TORCH_NCCL_")):
+            res = judge_name(name)
+            if res:
+                results.append(res)
+    debug = s.env.get("NCCL_DEBUG")
+    if debug and debug.upper() not in _NCCL_DEBUG_LEVELS:
+        results.append(CheckResult("env.NCCL_DEBUG", Status.WARN, f"NCCL_DEBUG={debug} is not a level",
+                                   hint="export NCCL_DEBUG=INFO (or WARN, TRACE, VERSION)"))
+    spec = s.env.get("NCCL_SOCKET_IFNAME")
+    if spec and not [n for n in ifname_matches(spec, ifnames) if n != "lo" or "lo" in spec]:
+        results.append(CheckResult(
+            "env.NCCL_SOCKET_IFNAME", Status.FAIL,
+            f"NCCL_SOCKET_IFNAME={spec} matches no interface here",
+            detail=f"interfaces: {', '.join(ifnames)}",
+            hint="export NCCL_SOCKET_IFNAME=<the interface with the cluster address> (ip -br addr)"))
+    gloo = s.env.get("GLOO_SOCKET_IFNAME")
+    missing = [n for n in (gloo or "").split(",") if n and n not in ifnames]
+    if missing:
+        results.append(CheckResult(
+            "env.GLOO_SOCKET_IFNAME", Status.FAIL,
+            f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist here",
+            detail=f"interfaces: {', '.join(ifnames)}",
+            hint="export GLOO_SOCKET_IFNAME=<the interface with the cluster address> (exact name)"))
+    if not results:
+        shown = [n for n in sorted(s.env) if n.startswith(("NCCL_", "TORCH_", "GLOO_"))]
+        results.append(CheckResult("env.vars", Status.OK,
+                                   f"{len(shown)} NCCL/TORCH/GLOO variable(s) set, all known",
+                                   detail=" ".join(shown)))
+    return results

@@ -1,0 +1,1 @@
+"""`ddpkit setup ...`: the guides' manual set-up work, one module per target."""

@@ -1,0 +1,2 @@
+"""troubleshoot: what went wrong (`diagnose`), where it hangs (`stacks`), what will go wrong
+(`lint`)."""
