@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.ddpkit-installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install clean i18n
 
 install: $(STAMP)
 
@@ -30,5 +30,15 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# Extract the messages (code and knowledge files), update the catalogs, compile them. Then
+# translate what `tests/unit/test_i18n.py` lists as missing in src/ddpkit/locale/*/ddpkit.po.
+i18n: $(STAMP)
+	mkdir -p build
+	$(BIN)/pybabel -q extract -F babel.cfg -k _ -k N_ -k ngettext:1,2 --no-wrap \
+	  --sort-by-file -o build/ddpkit.pot .
+	$(BIN)/pybabel -q update -D ddpkit -i build/ddpkit.pot -d src/ddpkit/locale --no-wrap \
+	  --no-fuzzy-matching --ignore-obsolete
+	$(BIN)/pybabel -q compile -D ddpkit -d src/ddpkit/locale --statistics
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-bare build src/*.egg-info .pytest_cache

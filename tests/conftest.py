@@ -32,6 +32,40 @@ def ddpkit(*args: str, env: dict | None = None, timeout: float = 120, input: str
                           timeout=timeout, env=full_env, input=input, cwd=cwd)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def run_records(tmp_path_factory):
+    """Every launch in the tests keeps its run record in a temporary folder, not in the
+    user's ~/.cache/ddpkit/runs (tests that look at records set their own)."""
+    old = os.environ.get("DDPKIT_RUNS_DIR")
+    os.environ["DDPKIT_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
+    yield
+    if old is None:
+        os.environ.pop("DDPKIT_RUNS_DIR", None)
+    else:
+        os.environ["DDPKIT_RUNS_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def bare_python():
+    """The interpreter of `.venv-bare`: torch==2.13.0 and ddpkit's own dependencies, no numpy,
+    as `pip install torch` leaves a node (the test venv gets numpy through matplotlib and
+    accelerate, which hid torch's numpy-bound object collectives). Built once (about a
+    minute, from the local wheels), reused while it works."""
+    venv = ROOT / ".venv-bare"
+    py = venv / "bin" / "python"
+    probe = [str(py), "-c", "import torch, rich, psutil, ddpkit.runtime"]
+    if not py.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
+        subprocess.run([PYTHON, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run(pip + ["torch==2.13.0", "rich>=12", "psutil>=5.8"], check=True,
+                       capture_output=True)
+        subprocess.run(pip + ["--no-deps", "-e", str(ROOT)], check=True, capture_output=True)
+        subprocess.run(probe, check=True)
+    numpy = subprocess.run([str(py), "-c", "import numpy"], capture_output=True)
+    assert numpy.returncode != 0, f"{venv} has numpy: the no-numpy tests would prove nothing"
+    return str(py)
+
+
 @pytest.fixture(scope="session")
 def vcluster():
     """A 3-node virtual cluster. It fails loudly when it cannot be built: cluster tests never

@@ -120,7 +120,25 @@ def launch_success(vc) -> tuple[str, str]:
         show(argv).replace(str(vc.ssh_config), "CFG")
 
 
+def ddpkit_launch(script: Path, *extra: str) -> tuple[str, str]:
+    argv = [PY, "-m", "ddpkit", "launch", "--nproc-per-node", "2", *extra, str(script)]
+    out = sh(argv, env={"NO_COLOR": "1", "COLUMNS": "100"})
+    # What the user saw, less ddpkit's own diagnosis (the answer must not be in the question).
+    return out.split("\ndiagnosis: ")[0] + "\n", show(argv)
+
+
 SCENARIOS = [
+    # A bug of the script itself: named as such, never as a distributed cause (issue 12).
+    Scenario("script-keyerror-rank1", "script_error",
+             {"exception": "KeyError", "where": "localhost:1", "at": "keyerror_rank1.py:10"},
+             run=lambda _vc=None: ddpkit_launch(FAIL / "keyerror_rank1.py")),
+    Scenario("script-boom-rank1-restarts", "script_error",
+             {"exception": "RuntimeError", "where": "localhost:1"},
+             run=lambda _vc=None: ddpkit_launch(FAIL / "boom_rank1.py", "--max-restarts", "1")),
+    Scenario("script-module-not-found", "script_error", {"exception": "ModuleNotFoundError"},
+             run=lambda _vc=None: ddpkit_launch(FAIL / "missing_module.py")),
+    Scenario("script-shell-as-python", "script_error", {"exception": "SyntaxError"},
+             run=lambda _vc=None: ddpkit_launch(FAIL / "train_wrapper.sh")),
     Scenario("port-in-use", "port_in_use_or_firewall", {"port": "29511"}, run=port_in_use),
     Scenario("master-not-listening", "rendezvous_master_unreachable", {"port": "29500"},
              needs_cluster=True, run=master_not_listening),
@@ -154,7 +172,78 @@ SCENARIOS = [
                                            env={"TORCH_CPP_LOG_LEVEL": "INFO",
                                                 "NCCL_DEBUG": "INFO"})),
     Scenario("success-ddpkit-launch", "none", {}, needs_cluster=True, run=launch_success),
+    # Healthy runs with the noise real runs print: none of them may yield a finding.
+    Scenario("success-noisy-torchrun", "none", {},
+             run=lambda _vc=None: torchrun(FAIL / "noisy_success.py")),
+    Scenario("success-noisy-debug-detail", "none", {},
+             run=lambda _vc=None: torchrun(FAIL / "noisy_success.py",
+                                           env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+                                                "TORCH_CPP_LOG_LEVEL": "INFO"})),
+    Scenario("success-noisy-ddpkit-launch", "none", {},
+             run=lambda _vc=None: ddpkit_launch(FAIL / "noisy_success.py")),
+    Scenario("success-launch-deprecated-use-env", "none", {},
+             run=lambda _vc=None: (sh([PY, "-m", "torch.distributed.launch", "--use-env",
+                                       "--nproc-per-node", "2", str(FAIL / "noisy_success.py")]),
+                                   "python -m torch.distributed.launch --use-env "
+                                   "--nproc-per-node 2 tests/scripts/failures/noisy_success.py")),
+    Scenario("success-torchrun-restarts-allowed", "none", {},
+             run=lambda _vc=None: torchrun(FAIL / "noisy_success.py",
+                                           extra=["--max-restarts", "2"])),
+    Scenario("success-ddpkit-demo", "none", {},
+             run=lambda _vc=None: (sh([PY, "-m", "ddpkit", "demo", "--nproc-per-node", "2"],
+                                      env={"NO_COLOR": "1"}), "ddpkit demo --nproc-per-node 2")),
 ]
+
+
+# ---- the corpus of real logs, for tests/unit/test_diagnose.py and benchmarks/diagnose_eval.py
+DIAG = ROOT / "tests" / "fixtures" / "diagnose"
+HEADER_KEYS = ("source", "category", "note", "made", "expect")
+# Which folder plays which part (frozen): the signatures were written from "train"; "heldout"
+# was gathered after the first knowledge base (its misses were then looked at); "unseen" was
+# gathered from other repositories after the rules of issue 12 were written and measured once
+# before any rule was changed (then four general fixes); "unseen2" is a second such batch,
+# measured before any further change; "healthy" logs must yield no finding.
+SPLITS = {"public": "train", "local": "train", "heldout": "heldout", "unseen": "unseen",
+          "unseen2": "unseen2", "unseen3": "unseen3", "success": "healthy", "healthy": "healthy"}
+
+
+@dataclass(frozen=True)
+class LogCase:
+    path: Path
+    split: str
+    category: str  # "none" for a healthy log
+    source: str
+    text: str  # the log itself, without the header lines
+
+    @property
+    def repo(self) -> str:
+        parts = self.source.split("github.com/")
+        return "/".join(parts[1].split("/")[:2]).lower() if len(parts) > 1 else self.source
+
+
+def header(text: str, key: str) -> str:
+    for line in text.splitlines()[:8]:
+        if line.startswith(f"# {key}: "):
+            return line[len(key) + 4:].strip()
+    return ""
+
+
+def body(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines()
+                     if not any(ln.startswith(f"# {k}: ") for k in HEADER_KEYS))
+
+
+def load_corpus() -> list[LogCase]:
+    cases = []
+    for folder, split in SPLITS.items():
+        for path in sorted((DIAG / folder).glob("*.log")):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            category = header(text, "category") or "none"
+            if "success" in path.name or split == "healthy":
+                category = "none"
+            cases.append(LogCase(path, "healthy" if category == "none" else split, category,
+                                 header(text, "source") or header(text, "made"), body(text)))
+    return cases
 
 
 def record(names: list[str]) -> None:

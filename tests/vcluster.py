@@ -9,12 +9,24 @@ also runs at interpreter exit, even when a test fails.
     with VCluster(3) as vc:
         vc.ssh_config          # pass to `ddpkit launch --ssh-config`
         vc.nodes[1].run(["iptables", "-S"])   # inside node1's namespaces
+
+`VCluster(3, bare=True)` starts the nodes as a newcomer finds real servers: sshd accepts only
+the root password (`vc.password`, through a per-node /etc/shadow), every node has its own empty
+~/.ssh, and nothing knows any key. Each node's private mount namespace binds its own
+/etc/passwd and /etc/shadow, where root's home is the node's directory `home/` (an overlay or a
+bind on /root itself does not work here: /root holds the interpreters, and pyenv's lock file in
+it changes under an overlay, which hangs every login shell). `vc.client_argv(argv)` runs a
+command as the launching machine with its own empty ~/.ssh the same way (an ssh config there
+names the nodes); `vc.askpass_env()` answers the password prompt.
+`private_files=("/etc/nftables.conf",)` gives every node its own copy of such host files, so
+what a test writes there stays on the node.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -25,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 NETNS_DIR = Path("/var/run/netns")
-PREFIX = "ddpkit-"  # namespaces are named ddpkit-<pid>-node<i>
+PREFIX = "ddpkit-"  # namespaces are named ddpkit-<pid>-node<i> (ddpkit-<pid>-x<k>-node<i>)
+_CLUSTERS = itertools.count()  # clusters made by this process: a second one needs own names
 
 
 class ClusterUnavailable(RuntimeError):
@@ -61,7 +74,8 @@ def cleanup_stale() -> None:
             continue
         _kill_ns_pids(ns.name)
         _sh(["ip", "netns", "del", ns.name], check=False)
-        _sh(["ip", "link", "del", f"dk{pid}br"], check=False)
+        part = ns.name.split("-")[2] if ns.name.count("-") == 3 else ""
+        _sh(["ip", "link", "del", f"dk{pid}{part}br"], check=False)
 
 
 def _comm(pid: int) -> str:
@@ -91,6 +105,12 @@ class Node:
     dir: Path
     extra_sshd_config: list[str] = field(default_factory=list)
     sshd: subprocess.Popen | None = None
+    mounts: list[str] = field(default_factory=list)  # shell commands run before sshd starts
+
+    @property
+    def dot_ssh(self) -> Path:
+        """What this node sees as root's ~/.ssh (bare clusters only)."""
+        return self.dir / "home" / ".ssh"
 
     @property
     def hosts_file(self) -> Path:
@@ -130,10 +150,16 @@ class Node:
 
 
 class VCluster:
-    def __init__(self, n: int = 3, base_dir: str | None = None) -> None:
+    def __init__(self, n: int = 3, base_dir: str | None = None, *, bare: bool = False,
+                 password: str = "ddpkit-bare-test", private_files: tuple[str, ...] = ()) -> None:
         self.n = n
+        self.bare, self.password = bare, password
+        self.private_files = tuple(f for f in private_files if Path(f).is_file())
         self.pid = os.getpid()
-        self.tag = f"dk{self.pid}"
+        # the session's cluster and a module's bare one can be up together in one process
+        k = next(_CLUSTERS)
+        self.part = f"x{k}" if k else ""
+        self.tag = f"dk{self.pid}{self.part}"
         self.dir = Path(tempfile.mkdtemp(prefix="ddpkit-vcluster-", dir=base_dir))
         self.bridge = f"{self.tag}br"
         self.subnet_prefix = ""
@@ -161,7 +187,10 @@ class VCluster:
         try:
             self._make_network()
             self._make_keys()
+            if self.bare:
+                self._make_bare()
             for node in self.nodes:
+                node.mounts += self._private_mounts(node)
                 self._start_sshd(node)
             self._write_ssh_config()
             self._wait_ssh()
@@ -200,7 +229,7 @@ class VCluster:
         _sh(["ip", "link", "set", self.bridge, "up"])
         for i in range(self.n):
             name = f"node{i}"
-            node = Node(index=i, name=name, ns=f"{PREFIX}{self.pid}-{name}",
+            node = Node(index=i, name=name, ns=f"{PREFIX}{self.pid}-{self.part + '-' if self.part else ''}{name}",
                         ip=f"{self.subnet_prefix}.{10 + i}", veth=f"{self.tag}v{i}",
                         dir=self.dir / name)
             node.dir.mkdir()
@@ -231,17 +260,20 @@ class VCluster:
 
     def _sshd_config(self, node: Node) -> Path:
         cfg = node.dir / "sshd_config"
+        auth = [f"AuthorizedKeysFile {node.authorized_keys}", "PermitRootLogin prohibit-password",
+                "PubkeyAuthentication yes", "PasswordAuthentication no"]
+        if self.bare:  # password only until a key is installed in the node's own ~/.ssh
+            auth = ["AuthorizedKeysFile .ssh/authorized_keys", "PermitRootLogin yes",
+                    "PubkeyAuthentication yes", "PasswordAuthentication yes"]
         lines = [
             f"ListenAddress {node.ip}:22",
             f"HostKey {node.dir / 'host_key'}",
             f"PidFile {node.dir / 'sshd.pid'}",
-            f"AuthorizedKeysFile {node.authorized_keys}",
-            "PermitRootLogin prohibit-password",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
+            *auth,
             "KbdInteractiveAuthentication no",
-            "UsePAM no",
-            "StrictModes no",  # the key files live under /tmp
+            "UsePAM no",  # passwords are then checked against /etc/shadow (the node's own)
+            # the test key lives under /tmp; a bare node's own ~/.ssh is checked as sshd would
+            "StrictModes yes" if self.bare else "StrictModes no",
             "MaxStartups 200",
             "MaxSessions 200",
             "LogLevel ERROR",
@@ -253,8 +285,9 @@ class VCluster:
     def _start_sshd(self, node: Node) -> None:
         Path("/run/sshd").mkdir(exist_ok=True)
         cfg = self._sshd_config(node)
-        inner = (f"mount --bind {node.hosts_file} /etc/hosts && hostname {node.name} && "
-                 f"exec /usr/sbin/sshd -D -f {cfg} -E {node.dir / 'sshd.log'}")
+        inner = " && ".join([f"mount --bind {node.hosts_file} /etc/hosts", *node.mounts,
+                             f"hostname {node.name}",
+                             f"exec /usr/sbin/sshd -D -f {cfg} -E {node.dir / 'sshd.log'}"])
         node.sshd = subprocess.Popen(
             ["ip", "netns", "exec", node.ns, "unshare", "--mount", "--uts",
              "--propagation", "private", "sh", "-c", inner],
@@ -290,7 +323,9 @@ class VCluster:
                 if node.sshd and node.sshd.poll() is not None:
                     err = node.sshd.stderr.read().decode() if node.sshd.stderr else ""
                     raise RuntimeError(f"sshd on {node.name} exited: {err.strip()}")
-                if self.ssh(node, "true", timeout=10).returncode == 0:
+                if self.bare and _ssh_banner(node.ip):  # no key works on a bare node
+                    break
+                if not self.bare and self.ssh(node, "true", timeout=10).returncode == 0:
                     break
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"sshd on {node.name} ({node.ip}) did not answer in {timeout}s")
@@ -311,3 +346,85 @@ class VCluster:
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.2)
+
+    # ---- bare nodes (password login, empty ~/.ssh) ------------------------------------------
+    def _make_bare(self) -> None:
+        done = _sh(["openssl", "passwd", "-6", "-stdin"], input=self.password + "\n")
+        hashed = done.stdout.strip()
+        # only root's entry: no other account's hash of this machine is copied anywhere
+        root = next(ln for ln in Path("/etc/shadow").read_text().splitlines()
+                    if ln.startswith("root:"))
+        shadow = _with_root_field(root, 1, hashed)
+        for node in self.nodes:
+            fd = os.open(node.dir / "shadow", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(shadow)
+            node.mounts += _own_home(node.dir, node.dot_ssh)
+            node.mounts.append(f"mount --bind {node.dir / 'shadow'} /etc/shadow")
+        _own_home(self.dir / "client", self.client_ssh)
+        hosts = "".join(f"Host {n.name}\n  HostName {n.ip}\n  User root\n" for n in self.nodes)
+        (self.client_ssh / "config").write_text(hosts)
+        askpass = self.dir / "askpass"
+        askpass.write_text(f"#!/bin/sh\nprintf '%s\\n' '{self.password}'\n")
+        askpass.chmod(0o700)
+
+    def _private_mounts(self, node: Node) -> list[str]:
+        out = []
+        for i, path in enumerate(self.private_files):
+            copy = node.dir / f"private{i}-{Path(path).name}"
+            shutil.copy2(path, copy)
+            out.append(f"mount --bind {copy} {path}")
+        return out
+
+    def private_copy(self, node: Node, path: str) -> Path:
+        """The node's own copy of a private file (what it sees at `path`)."""
+        return node.dir / f"private{self.private_files.index(path)}-{Path(path).name}"
+
+    @property
+    def client_ssh(self) -> Path:
+        """What client_argv() commands see as ~/.ssh."""
+        return self.dir / "client" / "home" / ".ssh"
+
+    def client_argv(self, argv: list[str]) -> list[str]:
+        """argv run as the launching machine of a bare cluster: its own ~/.ssh, nothing else."""
+        home = self.client_ssh.parent
+        inner = " && ".join(_own_home(self.dir / "client", self.client_ssh)
+                            + [f"export HOME={home}", 'exec "$@"'])
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner, "sh", *argv]
+
+    def askpass_env(self) -> dict[str, str]:
+        """ssh reads the password from this script, without a terminal (OpenSSH >= 8.4)."""
+        return {"SSH_ASKPASS": str(self.dir / "askpass"), "SSH_ASKPASS_REQUIRE": "force",
+                "DISPLAY": ":0"}
+
+
+def _with_root_field(text: str, index: int, value: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        fields = line.split(":")
+        if fields[0] == "root":
+            fields[index] = value
+        lines.append(":".join(fields))
+    return "\n".join(lines) + "\n"
+
+
+def _own_home(work: Path, dot_ssh: Path) -> list[str]:
+    """A passwd file in which root's home is dot_ssh's parent (made here, with an empty 700
+    .ssh), and the shell step that binds it over /etc/passwd in a private mount namespace.
+    OpenSSH (client and sshd) takes ~ from the passwd entry, not from $HOME."""
+    dot_ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+    passwd = work / "passwd"
+    if not passwd.exists():
+        passwd.write_text(_with_root_field(Path("/etc/passwd").read_text(), 5,
+                                           str(dot_ssh.parent)))
+    return [f"mount --bind {passwd} /etc/passwd"]
+
+
+def _ssh_banner(ip: str) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((ip, 22), timeout=2) as sock:
+            return sock.recv(64).startswith(b"SSH-")
+    except OSError:
+        return False

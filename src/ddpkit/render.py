@@ -6,8 +6,10 @@ import json
 import sys
 from typing import Any
 
-STATUS_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
-                "skip": ("skip", "dim")}
+from ddpkit.i18n import N_, _
+
+STATUS_STYLE = {"ok": (N_("ok"), "green"), "warn": (N_("warn"), "yellow"),
+                "fail": (N_("FAIL"), "bold red"), "skip": (N_("skip"), "dim")}
 
 
 def print_json(obj: Any) -> None:
@@ -24,4 +26,4 @@ def status_text(status: str):
     from rich.text import Text
 
     label, style = STATUS_STYLE.get(status, (status, ""))
-    return Text(label, style=style)
+    return Text(_(label), style=style)

@@ -30,10 +30,38 @@ def test_stdin_and_human_output():
     assert "port=29511" in done.stdout and "fix:" in done.stdout and "source: https://" in done.stdout
 
 
-def test_nothing_known_exits_1_and_says_unknown():
+def test_a_log_without_failure_has_no_finding_and_exits_1():
     done = ddpkit("diagnose", "-", "--json", input="epoch 1 loss 0.5\nall good\n")
     assert done.returncode == 1 and json.loads(done.stdout) == {"schema": 1, "findings": []}
-    assert "unknown" in ddpkit("diagnose", "-", input="fine\n").stdout
+    # Issue 12: "unknown" now means a failure with no known cause; a clean log says "none".
+    assert "category: none" in ddpkit("diagnose", "-", input="fine\n").stdout
+
+
+def test_an_unknown_failure_shows_the_decisive_lines_and_next_checks():
+    log = ("$ torchrun --nproc-per-node 2 train.py\n[rank1]: frobnicator failed with status 7\n"
+           "[rank0]: waiting\n")
+    done = ddpkit("diagnose", "-", input=log)
+    assert done.returncode == 1
+    assert done.stdout.startswith("unknown: no known cause")
+    assert "[first error of rank 1]: frobnicator failed" in done.stdout
+    assert "ddpkit check -H" in done.stdout and "ddpkit stacks" in done.stdout
+    report = json.loads(ddpkit("diagnose", "-", "--json", input=log).stdout)
+    assert report["category"] == "unknown" and report["findings"][0]["category"] == "unknown"
+    assert report["decisive_lines"] and report["next_checks"]
+
+
+def test_a_run_directory_names_the_rank_that_failed_first(tmp_path):
+    """A real run: rank 1 hits a bug of the script, rank 0 waits for it in a collective."""
+    logs = tmp_path / "run"
+    done = ddpkit("launch", "--nproc-per-node", "2", "--log-dir", str(logs),
+                  str(SCRIPTS_DIR / "failures" / "keyerror_rank1.py"))
+    assert done.returncode == 1
+    assert "diagnosis: [script_error]" in done.stderr
+    report = json.loads(ddpkit("diagnose", str(logs), "--json").stdout)
+    top = report["findings"][0]
+    assert top["category"] == "script_error" and top["evidence"]["where"] == "localhost:1"
+    assert top["evidence"]["source"] == "rank1.log" and "keyerror_rank1.py:10" in top["title"]
+    assert report["first_failure"]["where"] == "localhost:1"
 
 
 def test_missing_file_is_usage_error():

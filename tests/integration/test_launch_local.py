@@ -52,7 +52,7 @@ def test_script_options_are_not_taken_by_the_launcher():
     done = ddpkit("launch", "--dry-run", "train.py", "--max", "5", "--port", "1")
     assert done.returncode in (0, 2)  # train.py does not exist here: the probe says so (exit 2)
     if done.returncode == 0:
-        assert "-- train.py --max 5 --port 1" in done.stdout
+        assert " train.py --max 5 --port 1" in done.stdout.split(" -- ", 1)[1]
 
 
 def test_dry_run_prints_a_paste_ready_command(tmp_path):

@@ -122,3 +122,129 @@ def test_held_out_public_logs_accuracy():
             misses.append(f"{path.stem}: {got}")
     assert len(paths) >= 40
     assert 1 - len(misses) / len(paths) >= 0.85, misses
+
+
+# ---- issue 12: never an empty answer, the script's own errors, evidence by family ------------
+from ddpkit.troubleshoot.diagnose.matcher import diagnose_report  # noqa: E402
+from ddpkit.troubleshoot.diagnose.rundir import diagnose_dir  # noqa: E402
+from tests.diagnose_corpus import load_corpus  # noqa: E402
+
+WATCHDOG = ("[rank{r}]:[E1130 12:40:00.1 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.")
+
+
+def test_a_script_error_is_named_with_rank_exception_and_line():
+    text = (DIAG / "local" / "script-keyerror-rank1.log").read_text()
+    top = diagnose_text(text)[0]
+    assert top.category == "script_error"
+    assert "rank 1" in top.title and "KeyError: 'image'" in top.title
+    assert "keyerror_rank1.py:10" in top.title and "waiting for it" in top.title
+
+
+def test_the_ranks_exception_beats_the_nccl_watchdog_that_follows_it():
+    log = ["[rank1]:Traceback (most recent call last):",
+           '[rank1]:  File "/work/train.py", line 57, in <module>',
+           '[rank1]:    x = batch["image"]',
+           "[rank1]:KeyError: 'image'"] + [WATCHDOG.format(r=r) for r in (0, 2, 3)]
+    findings = diagnose(log)
+    assert findings[0].category == "script_error"
+    assert "rank 1 raised KeyError: 'image' at train.py:57" in findings[0].title
+    watchdog = next(f for f in findings if f.category == "nccl_timeout_or_desync")
+    assert watchdog.confidence < findings[0].confidence
+
+
+def test_confidence_follows_the_evidence():
+    alone = diagnose([WATCHDOG.format(r=r) for r in range(4)])[0]
+    assert alone.category == "nccl_timeout_or_desync" and alone.confidence >= 0.6
+    topo = diagnose(["\tGPU0\tGPU1\tCPU Affinity", "GPU0\t X \tPXB\t0-27", "GPU1\tPXB\t X \t0-27"])
+    assert topo[0].category == "p2p_acs_iommu" and topo[0].confidence < 0.5
+    both = diagnose(["RuntimeError: Address already in use"] + [WATCHDOG.format(r=1)])
+    assert both[0].category == "port_in_use_or_firewall"
+    assert both[0].confidence > both[1].confidence
+
+
+def test_unknown_is_never_an_empty_answer():
+    log = ["$ torchrun --nproc-per-node 2 train.py", "epoch 1 step 10 loss 0.4",
+           "[rank1]: something odd happened: frobnicator failed with status 7",
+           "[rank0]: still waiting"]
+    report = diagnose_report(log)
+    assert [f.category for f in report.findings] == ["unknown"]
+    whys = {d["why"] for d in report.decisive}
+    assert "command" in whys and "first error of rank 1" in whys
+    assert any(w.startswith("last lines") for w in whys)
+    assert any("ddpkit check" in c for c in report.next_checks)
+    assert any("ddpkit stacks" in c for c in report.next_checks)
+    assert diagnose_report(["epoch 1 loss 0.4", "done"]).findings == []
+
+
+@pytest.mark.parametrize("category, log", [
+    ("launcher_misuse", ["ERROR: Could not consume arg: --local_rank=3", "Usage: train.py"]),
+    ("launcher_misuse", ["usage: train.py [-h] [--local_rank LOCAL_RANK] [--cfg CFG]",
+                         "train.py: error: unrecognized arguments: --local-rank=0"]),
+    ("launcher_misuse", ['  File "/w/utils/dist.py", line 22, in setup_dist',
+                         '    th.cuda.set_device(int(os.environ["LOCAL_RANK"]))', "'LOCAL_RANK'"]),
+    ("version_mismatch", ["RuntimeError: The NVIDIA driver on your system is too old (found "
+                          "version 10010). Please update your GPU driver"]),
+    ("nccl_timeout_or_desync", ["RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                                "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv "
+                                "operation to complete"]),
+    ("nccl_timeout_or_desync", ["frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x222",
+                                "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10f"]),
+    ("p2p_acs_iommu", ["# Using devices", "#  Rank  0 Group  0 Pid 1 on host device  0 [0x1a]",
+                       "#       size         count      type   redop    root     time   algbw",
+                       "#        (B)    (elements)                               (us)  (GB/s)"]),
+    ("horovod_specific", ["ssh: Could not resolve hostname localhost:4: Name or service not "
+                          "known", "ORTE was unable to reliably start one or more daemons."]),
+    ("p2p_acs_iommu", ["node1:1:2 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion"
+                       " from peer 10.0.0.2<3> with error 4, opcode 0, len 0, vendor err 81"]),
+])
+def test_issue_12_evidence_kinds(category, log):
+    findings = diagnose(log)
+    assert findings and findings[0].category == category, [f.id for f in findings]
+    assert findings[0].evidence["supporting"]
+
+
+def test_the_gate_never_changes_an_answer():
+    """The scanner reads only lines holding a word some regex needs; on every corpus log its
+    answer must equal reading every line."""
+    for case in load_corpus():
+        lines = case.text.splitlines()
+        fast, full = diagnose_report(lines), diagnose_report(lines, gate=False)
+        assert [(f.id, f.first_line) for f in fast.findings] == \
+            [(f.id, f.first_line) for f in full.findings], case.path.name
+        assert fast.decisive == full.decisive, case.path.name
+
+
+def test_healthy_logs_yield_nothing():
+    healthy = [c for c in load_corpus() if c.split == "healthy"]
+    assert len(healthy) >= 5
+    for case in healthy:
+        assert diagnose_report(case.text.splitlines()).findings == [], case.path.name
+
+
+def test_run_directory_names_the_first_rank_and_host(tmp_path):
+    (tmp_path / "summary.json").write_text(
+        '{"nodes": [{"host": "node0", "ranks": [0, 1]}, {"host": "node1", "ranks": [2, 3]}]}')
+    (tmp_path / "rank0.log").write_text("step 1\n" + WATCHDOG.format(r=0)[7:] + "\n")
+    (tmp_path / "rank1.log").write_text("step 1\n" + WATCHDOG.format(r=1)[7:] + "\n")
+    (tmp_path / "rank2.log").write_text("step 1\nTraceback (most recent call last):\n"
+                                        '  File "/w/train.py", line 9, in <module>\n'
+                                        "ZeroDivisionError: division by zero\n")
+    (tmp_path / "rank3.log").write_text("step 1\n")
+    (tmp_path / "node0.log").write_text("I1130 12:00:00.000 launching\n")
+    report = diagnose_dir(tmp_path)
+    top = report.findings[0]
+    assert top.category == "script_error" and top.evidence["where"] == "node1:2"
+    assert "rank 2 (node1) raised ZeroDivisionError" in top.title
+    assert report.first_failure["source"] == "rank2.log" and report.first_failure["files"] == 5
+
+
+def test_no_regex_is_gated_on_a_word_every_log_has():
+    """A gate word found on most lines of a healthy log would make the scanner read every line
+    one by one (benchmarks/diagnose_speed.py would show it); words like these must not gate.
+    ("error" may: lines with it are read one by one anyway, for the decisive lines.)"""
+    from ddpkit.troubleshoot.diagnose.scan import Scanner
+
+    words = Scanner(signatures()).words
+    assert not words & {"torch", "rank", "nccl", "info", "process", "cuda", "warning", "epoch"}

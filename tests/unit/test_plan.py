@@ -8,6 +8,7 @@ from ddpkit.errors import UsageError
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.launcher import assign_np
 from ddpkit.launch.plan import (
+    BOOTSTRAP,
     Addr,
     LaunchOptions,
     NodeFacts,
@@ -45,8 +46,8 @@ def test_multi_node_plan_commands():
     assert pairs["--local-addr"] == "10.0.0.2" and pairs["--max-restarts"] == "0"
     assert pairs["--rdzv-conf"] == "is_host=0"
     assert plan.nodes[0].argv[plan.nodes[0].argv.index("--rdzv-conf") + 1] == "is_host=1"
-    # the script's own options stay the script's: "--" comes before it
-    assert argv[-6:] == ["--", "train.py", "--epochs", "3", "--max", "5"]
+    # the script's own options stay the script's: "--" comes before it (and the bootstrap)
+    assert argv[-7:] == ["--", BOOTSTRAP, "train.py", "--epochs", "3", "--max", "5"]
     assert n1.env["GLOO_SOCKET_IFNAME"] == "eth0" and n1.env["NCCL_SOCKET_IFNAME"] == "eth0"
     assert n1.workdir == "/work"
 
@@ -198,12 +199,14 @@ def test_horovodrun_plan_is_one_local_command():
     assert "--gloo" in argv and argv[-2:] == ["py", "t.py"]
 
 
-def test_restarts_on_several_nodes_get_their_own_worker_store():
+def test_restarts_get_their_own_worker_store_on_one_node_and_several():
     opts = LaunchOptions(script="t.py", max_restarts=1)
     plan = make_plan([Host("a"), Host("b")], opts, {}, [facts(1), facts(2)])
     assert plan.nodes[0].env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     single = make_plan([Host("a")], opts, {}, [NodeFacts(local=True)])
-    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in single.nodes[0].env
+    assert single.nodes[0].env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"  # else it hangs
+    once = make_plan([Host("a")], LaunchOptions(script="t.py"), {}, [NodeFacts(local=True)])
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in once.nodes[0].env
 
 
 @pytest.mark.parametrize("name, masked", [("WANDB_API_KEY", True), ("SSH_KEY", True),

@@ -87,3 +87,10 @@ def test_port_in_use_on_master():
     probs = judge([node("n0")], LinkReport((), {"n0": "Address already in use"}, {}), {}, 29500, "n0")
     (p,) = probs
     assert p.kind == "port" and "ss -ltnp" in p.fix
+
+
+def test_hostname_on_loopback_is_fine_on_one_machine():
+    """As doctor says: only peers dial the published address (issue 11)."""
+    probs = judge([node("n0", hostname_addrs=["127.0.0.1"])], LinkReport((), {}, {}), {}, 29500,
+                  "n0")
+    assert not [p for p in probs if p.kind == "hostname"]

@@ -15,50 +15,55 @@ from ddpkit.cli.common import (
     add_ssh_arguments,
     err,
     hosts_from,
+    port_from,
     ssh_options,
     writable_dir,
     writable_file,
 )
+from ddpkit.cli.habits import nproc_value
 from ddpkit.errors import EnvironmentFailure, ExitCode, UsageError
+from ddpkit.i18n import _
 
 PREFIX = re.compile(r"^DDPKIT_BENCH_(HEADER|ROW|PAIR) (.*)$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    nt = parser.add_argument_group("nccl-tests flags (same names and defaults)")
-    nt.add_argument("-b", "--minbytes", default="32M", help="smallest size (default 32M)")
-    nt.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
+    nt = parser.add_argument_group(_('nccl-tests flags (same names; same defaults except -a)'))
+    nt.add_argument("-b", "--minbytes", default="32M", help=_('smallest size (default 32M)'))
+    nt.add_argument("-e", "--maxbytes", default="32M", help=_('largest size (default 32M)'))
     step = nt.add_mutually_exclusive_group()
-    step.add_argument("-i", "--stepbytes", default="1M", help="fixed increment (default 1M)")
-    step.add_argument("-f", "--stepfactor", type=int, default=0, help="multiplication factor")
-    nt.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
-    nt.add_argument("-w", "--warmup_iters", type=int, default=1, help="warm-up iterations (default 1)")
-    nt.add_argument("-c", "--check", type=int, default=1, help="checked iterations (default 1; 0 = off)")
+    step.add_argument("-i", "--stepbytes", default="1M", help=_('fixed increment (default 1M)'))
+    step.add_argument("-f", "--stepfactor", type=int, default=0, help=_('multiplication factor'))
+    nt.add_argument("-n", "--iters", type=int, default=20, help=_('timed iterations (default 20)'))
+    nt.add_argument("-w", "--warmup_iters", type=int, default=1, help=_('warm-up iterations (default 1)'))
+    nt.add_argument("-c", "--check", type=int, default=1, help=_('checked iterations (default 1; 0 = off)'))
     nt.add_argument("-o", "--op", dest="redop", default="sum", help="sum|prod|min|max|avg|all")
     nt.add_argument("-d", "--datatype", default="float",
                     help="float|half|bfloat16|double|int8|uint8|int32|int64|all")
-    nt.add_argument("-r", "--root", type=int, default=0, help="root of broadcast/reduce (default 0)")
+    nt.add_argument("-r", "--root", type=int, default=0, help=_('root of broadcast/reduce (default 0)'))
     nt.add_argument("-a", "--average", type=int, default=3, choices=(0, 1, 2, 3),
-                    help="time across ranks: 0=rank 0, 1=mean, 2=min, 3=max (default 3, the "
-                         "slowest rank)")
+                    help=_("time across ranks: 0=rank 0, 1=mean, 2=min, 3=max (default 3, the slowest rank; nccl-tests' default is 1)"))
+    nt.add_argument("-g", "--ngpus", type=int, default=1, metavar="N",
+                    help=_('GPUs per thread: 1 (ddpkit runs one process per GPU)'))
+    nt.add_argument("-t", "--nthreads", type=int, default=1, metavar="N",
+                    help=_('threads per process: 1 (ddpkit runs one process per GPU)'))
     d = parser.add_argument_group("ddpkit")
     d.add_argument("--collective", "--ops", dest="ops", default="all_reduce",
-                   help="comma list of all_reduce,all_gather,reduce_scatter,broadcast,reduce,"
-                        "all_to_all,send_recv, or all (default all_reduce)")
+                   help=_('comma list of all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,send_recv, or all (default all_reduce)'))
     d.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                   help="NCCL with GPUs, Gloo otherwise (default auto)")
-    d.add_argument("--nproc-per-node", type=int, metavar="N",
-                   help="processes per node (default: one per GPU; else 2 on one node, 1 per node)")
+                   help=_('NCCL with GPUs, Gloo otherwise (default auto)'))
+    d.add_argument("--nproc-per-node", "--nproc_per_node", type=nproc_value, metavar="N",
+                   help=_('processes per node (default: one per GPU; else 2 on one node, 1 per node)'))
     d.add_argument("--json-file", "--json-out", dest="json_file", metavar="FILE",
-                   help="write the results as JSON")
-    d.add_argument("--plot", metavar="FILE.png", help="plot busbw against size (needs matplotlib)")
+                   help=_('write the results as JSON'))
+    d.add_argument("--plot", metavar="FILE.png", help=_('plot busbw against size (needs matplotlib)'))
     d.add_argument("--min-busbw", type=float, metavar="GBPS",
-                   help="exit 1 when an op's average bus bandwidth is below this")
+                   help=_("exit 1 when an op's average bus bandwidth is below this"))
     d.add_argument("--pairs", action="store_true",
-                   help="point-to-point bandwidth between every pair of nodes instead")
-    d.add_argument("--pairs-size", default="4M", help="message size for --pairs (default 4M)")
-    d.add_argument("--pairs-iters", type=int, default=5, help="exchanges per pair (default 5)")
+                   help=_('point-to-point bandwidth between every pair of nodes instead'))
+    d.add_argument("--pairs-size", default="4M", help=_('message size for --pairs (default 4M)'))
+    d.add_argument("--pairs-iters", type=int, default=5, help=_('exchanges per pair (default 5)'))
     add_run_arguments(d)
     d.add_argument("--corrupt", metavar="OP", help=argparse.SUPPRESS)  # tests: spoil a result
     add_ssh_arguments(parser)
@@ -70,25 +75,29 @@ def config_from(args: argparse.Namespace) -> dict:
 
     lo, hi = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
     if lo > hi:
-        raise UsageError(f"-b {args.minbytes} is larger than -e {args.maxbytes}", "swap them")
+        raise UsageError(_('-b {minbytes} is larger than -e {maxbytes}').format(minbytes=args.minbytes, maxbytes=args.maxbytes), _('swap them'))
     if args.stepfactor == 1 or args.stepfactor < 0:
-        raise UsageError(f"-f {args.stepfactor} must be 2 or more", "e.g. -f 2")
+        raise UsageError(_('-f {stepfactor} must be 2 or more').format(stepfactor=args.stepfactor), "e.g. -f 2")
     step = parse_size(args.stepbytes, "-i")
     if not args.stepfactor and step < 1:
-        raise UsageError("-i must be at least 1 byte", "e.g. -i 1M")
+        raise UsageError(_('-i must be at least 1 byte'), "e.g. -i 1M")
+    if args.ngpus != 1 or args.nthreads != 1:
+        per = args.ngpus * args.nthreads
+        raise UsageError(_("-g {ngpus} -t {nthreads}: ddpkit runs one process per GPU (nccl-tests' -g 1 -t 1)").format(ngpus=args.ngpus, nthreads=args.nthreads),
+                         _('for {per} GPUs a node: -H node0:{per},node1:{per} or --nproc-per-node {per}').format(per=per))
     for flag, value in (("-n", args.iters), ("-w", args.warmup_iters), ("-c", args.check)):
         if value < (1 if flag == "-n" else 0):
-            raise UsageError(f"{flag} {value} is out of range", f"e.g. {flag} 20")
+            raise UsageError(_('{flag} {value} is out of range').format(flag=flag, value=value), f"e.g. {flag} 20")
     ops = list(OPS) if args.ops == "all" else [o.strip() for o in args.ops.split(",")]
     for op in ops:
         if op not in OPS:
-            raise UsageError(f"--collective: unknown collective '{op}'", f"choose from {', '.join(OPS)}, all")
+            raise UsageError(_("--collective: unknown collective '{op}'").format(op=op), _('choose from {ops}, all').format(ops=', '.join(OPS)))
     redops = list(REDOPS) if args.redop == "all" else [args.redop]
     if redops[0] not in REDOPS:
-        raise UsageError(f"-o {args.redop}: unknown reduction", f"choose from {', '.join(REDOPS)}, all")
+        raise UsageError(_('-o {redop}: unknown reduction').format(redop=args.redop), _('choose from {redops}, all').format(redops=', '.join(REDOPS)))
     types = list(TYPES) if args.datatype == "all" else [TYPE_ALIASES.get(args.datatype, args.datatype)]
     if types[0] not in TYPES:
-        raise UsageError(f"-d {args.datatype}: unknown type", f"choose from {', '.join(TYPES)}, all")
+        raise UsageError(_('-d {datatype}: unknown type').format(datatype=args.datatype), _('choose from {types}, all').format(types=', '.join(TYPES)))
     return {"backend": args.backend, "ops": ops, "types": types, "redops": redops,
             "sizes": sizes(lo, hi, step, args.stepfactor), "min_bytes": lo, "max_bytes": hi,
             "step": args.stepfactor or step, "factor": bool(args.stepfactor),
@@ -155,12 +164,13 @@ def run(args: argparse.Namespace) -> int:
     writable_dir(args.log_dir, "--log-dir")
     if args.plot:
         _need_matplotlib()
-    hosts, _ = hosts_from(args)
+    hosts, _unused = hosts_from(args)
     if args.pairs and len(hosts) < 2:
-        raise UsageError("--pairs needs at least two hosts", "e.g. -H node0,node1,node2 --pairs")
+        raise UsageError(_('--pairs needs at least two hosts'), _('e.g. -H node0,node1,node2 --pairs'))
     nproc = 1 if args.pairs else args.nproc_per_node
+    port, fixed = port_from(args)
     opts = LaunchOptions(
-        script="@TMP@/ddpkit_bench.py", nproc_per_node=nproc, port=args.port,
+        script="@TMP@/ddpkit_bench.py", nproc_per_node=nproc, port=port, fixed_port=fixed,
         python=args.python or sys.executable, workdir="/tmp",
         run_id=f"ddpkit-bench-{secrets.token_hex(3)}",
         env_pairs=(("DDPKIT_BENCH", json.dumps({k: v for k, v in cfg.items() if k != "min_busbw"})),))
@@ -171,9 +181,10 @@ def run(args: argparse.Namespace) -> int:
     except PreflightError as exc:
         report_problems(exc, args.json)
         return int(exc.code)
+    need_cuda(args.backend, prepared.probes, opts.python)
     if not 0 <= args.root < prepared.plan.world_size:
-        raise UsageError(f"-r {args.root}: the run has ranks 0 to {prepared.plan.world_size - 1}",
-                         "choose a root among them, e.g. -r 0")
+        raise UsageError(_('-r {root}: the run has ranks 0 to {world_size}').format(root=args.root, world_size=prepared.plan.world_size - 1),
+                         _('choose a root among them, e.g. -r 0'))
     writer = TableWriter(cfg, sys.stderr if args.json else sys.stdout)
 
     def collect(host: str, rank: int | None, text: str) -> None:
@@ -181,11 +192,22 @@ def run(args: argparse.Namespace) -> int:
         if m:
             writer.handle(m.group(1), json.loads(m.group(2)))
 
-    result = supervise(prepared.plan, args, files={"ddpkit_bench.py": source("bench_job")},
+    files = {"ddpkit_bench.py": source("bench_job"), "ddpkit_objects.py": objects_source()}
+    result = supervise(prepared.plan, args, files=files,
                        on_line=collect, hide=PREFIX)
     writer.close_op()
     rank_host = {r: n["host"] for n in result.nodes for r in n["ranks"]}
     return finish(args, cfg, writer, result, rank_host)
+
+
+def objects_source() -> str:
+    """runtime/objects.py as text, for the job's object exchange without numpy (read, not
+    imported: the runtime imports torch)."""
+    from pathlib import Path
+
+    import ddpkit
+
+    return (Path(ddpkit.__file__).parent / "runtime" / "objects.py").read_text(encoding="utf-8")
 
 
 def finish(args, cfg, writer, result, rank_host) -> int:
@@ -215,16 +237,14 @@ def finish(args, cfg, writer, result, rank_host) -> int:
         from ddpkit.verify.bench.plot import plot
 
         plot(writer.rows, args.plot)
-        err(f"ddpkit bench: plot written to {args.plot}")
+        err(_('ddpkit bench: plot written to {plot}').format(plot=args.plot))
     if wrong_total(writer.rows):
-        err(f"ddpkit bench: FAILED: {wrong_total(writer.rows)} wrong value(s): the collectives "
-            "returned wrong data (check drivers, NCCL versions and the network)")
+        err(_('ddpkit bench: FAILED: {wrong_total} wrong value(s): the collectives returned wrong data (check drivers, NCCL versions and the network)').format(wrong_total=wrong_total(writer.rows)))
         code = ExitCode.FAILURE
     low = {op: bw for op, bw in report["avg_busbw_by_op"].items()
            if args.min_busbw is not None and bw < args.min_busbw}
     for op, bw in low.items():
-        err(f"ddpkit bench: FAILED: {op} average bus bandwidth {bw:.3g} GB/s is below "
-            f"--min-busbw {args.min_busbw:g}")
+        err(_('ddpkit bench: FAILED: {op} average bus bandwidth {bw:.3g} GB/s is below --min-busbw {min_busbw:g}').format(op=op, bw=bw, min_busbw=args.min_busbw))
         code = ExitCode.FAILURE
     return code
 
@@ -234,24 +254,23 @@ def show_pairs(raw: list[dict], rank_host: dict[int, str], json_mode: bool):
 
     pairs = [(rank_host.get(p["a"], p["host_a"]), rank_host.get(p["b"], p["host_b"]), p["gbps"])
              for p in raw]
-    hosts = list(dict.fromkeys([h for a, b, _ in pairs for h in (a, b)]))
+    hosts = list(dict.fromkeys([h for a, b, _unused in pairs for h in (a, b)]))
     verdict = judge_pairs(pairs, hosts)
     m = matrix(pairs, hosts)
     out = sys.stderr if json_mode else sys.stdout
     if not pairs:
-        out.write("# no pair was measured (the run ended first)\n")
+        out.write(_('# no pair was measured (the run ended first)\n'))
         return {"matrix": [], "slow_node": "", "slowest_link": [], "slow_link": False,
                 "note": "no pair measured"}, ExitCode.FAILURE
     width = max(8, *(len(h) for h in hosts)) + 2
-    out.write("# point-to-point bandwidth (GB/s, one direction, "
-              f"{raw[0]['bytes'] if raw else 0} B messages)\n" if raw else "")
+    out.write(_('# point-to-point bandwidth (GB/s, one direction, {value} B messages)\n').format(value=raw[0]['bytes'] if raw else 0) if raw else "")
     out.write("#" + "".rjust(width - 1) + "".join(h.rjust(width) for h in hosts) + "\n")
     for a in hosts:
         cells = ["-".rjust(width) if a == b else f"{m.get((a, b), 0.0):.3f}".rjust(width)
                  for b in hosts]
         out.write(a.rjust(width) + "".join(cells) + "\n")
     a, b, g = verdict.slowest_link
-    out.write(f"# slowest link: {a} <-> {b} {g:.3f} GB/s\n")
+    out.write(_('# slowest link: {a} <-> {b} {g:.3f} GB/s\n').format(a=a, b=b, g=g))
     out.write(f"# {verdict.note}\n")
     data = {"matrix": [{"a": a, "b": b, "gbps": g} for a, b, g in pairs],
             "slow_node": verdict.slow_node, "slowest_link": list(verdict.slowest_link),
@@ -259,9 +278,40 @@ def show_pairs(raw: list[dict], rank_host: dict[int, str], json_mode: bool):
     return data, ExitCode.OK
 
 
+def need_cuda(backend: str, probes, python: str) -> None:
+    """--backend nccl needs a CUDA build of torch and a GPU on every node: refuse before the
+    job starts (else every rank dies in torch.cuda.set_device)."""
+    from ddpkit.prepare.checks.gpu import cuda_wheel_command
+
+    if backend != "nccl":
+        return
+    for p in probes:
+        host, info = p.host.name, p.info
+        if info.get("torch") and not info.get("torch_cuda"):
+            gpus = "" if p.facts and p.facts.gpus else _(", and {host} has no NVIDIA GPU").format(host=host)
+            raise EnvironmentFailure(
+                _('--backend nccl: torch {torch} on {host} is a CPU build (no CUDA, so no NCCL){gpus}').format(torch=info['torch'], host=host, gpus=gpus),
+                _('use --backend gloo (or auto); for NCCL install a CUDA build of torch: {cuda_wheel_command}').format(cuda_wheel_command=cuda_wheel_command(python=python)))
+        if p.facts is not None and not p.facts.gpus:
+            raise EnvironmentFailure(_('--backend nccl: {host} has no NVIDIA GPU').format(host=host),
+                                     _('use --backend gloo (or auto) on CPU-only nodes'))
+
+
+def cpu_torch_on_gpus(probes, python: str) -> list[str]:
+    """Notes for nodes that have NVIDIA GPUs but a CPU build of torch: a job there runs on the
+    CPU with Gloo, which is rarely what the owner of the GPUs wants."""
+    from ddpkit.prepare.checks.gpu import cuda_wheel_command
+
+    return [f"{p.host.name} has {p.facts.gpus} NVIDIA GPU(s) but torch {p.info['torch']} is a "
+            f"CPU build: this runs on the CPU with Gloo; for the GPUs: "
+            f"{cuda_wheel_command(python=python)}"
+            for p in probes if p.facts and p.facts.gpus and p.info.get("torch")
+            and not p.info.get("torch_cuda")]
+
+
 def _need_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise EnvironmentFailure("--plot needs matplotlib, which is not installed",
-                                 "pip install 'ddpkit[plot]' (or pip install matplotlib)") from None
+        raise EnvironmentFailure(_('--plot needs matplotlib, which is not installed'),
+                                 _("pip install 'ddpkit[plot]' (or pip install matplotlib)")) from None

@@ -9,11 +9,13 @@ from ddpkit.cli.common import (
     add_host_arguments,
     add_ssh_arguments,
     hosts_from,
+    port_from,
     positive,
     ssh_options,
     tcp_port,
 )
 from ddpkit.errors import ExitCode
+from ddpkit.i18n import _
 
 STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
                "no_route": "bold red", "error": "red"}
@@ -21,22 +23,23 @@ STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    parser.add_argument("--port", type=tcp_port, default=29500, metavar="N",
-                        help="rendezvous port on the first host (default 29500)")
+    parser.add_argument("--port", type=tcp_port, default=None, metavar="N",
+                        help=_('rendezvous port on the first host (default: $MASTER_PORT, else 29500, as launch)'))
     parser.add_argument("--python", metavar="PATH",
-                        help=f"interpreter on every node (default: this one, {sys.executable})")
+                        help=_('interpreter on every node (default: this one, {executable})').format(executable=sys.executable))
     parser.add_argument("--timeout", type=positive(), default=3.0, metavar="S",
-                        help="seconds before an unanswered connection counts as filtered")
+                        help=_('seconds before an unanswered connection counts as filtered'))
     add_ssh_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ddpkit.verify.preflight import run_check
 
-    hosts, _ = hosts_from(args)
+    hosts, _unused = hosts_from(args)
     status = _status(args.json)
     with status:
-        report = run_check(hosts, ssh_options(args), args.python or sys.executable, args.port,
+        report = run_check(hosts, ssh_options(args), args.python or sys.executable,
+                           port_from(args)[0],
                            timeout=args.timeout)
     if args.json:
         from ddpkit.render import print_json
@@ -55,7 +58,7 @@ def _status(json_mode: bool):
         return contextlib.nullcontext()
     from ddpkit.render import console
 
-    return console(stderr=True).status("checking nodes: SSH, doctor, links ...")
+    return console(stderr=True).status(_("checking nodes: SSH, doctor, links ..."))
 
 
 def show(report) -> None:
@@ -65,26 +68,27 @@ def show(report) -> None:
     from ddpkit.render import console
 
     out = console()
-    nodes = Table(title=f"ddpkit check: {len(report.nodes)} node(s) in {report.duration_s:.1f} s",
-                  title_justify="left")
-    for col in ("node", "ssh", "python", "torch", "cuda", "nccl", "driver", "gpus", "doctor"):
+    nodes = Table(title=_("ddpkit check: {n} node(s) in {seconds:.1f} s").format(
+        n=len(report.nodes), seconds=report.duration_s), title_justify="left")
+    for col in (_("node"), "ssh", "python", "torch", "cuda", "nccl", _("driver"), _("gpus"),
+                "doctor"):
         nodes.add_column(col, overflow="fold")
     for n in report.nodes:
         f = n.facts
         if n.problem:
-            nodes.add_row(n.host.name, "[bold red]FAIL[/]", *["-"] * 6, "-")
+            nodes.add_row(n.host.name, f"[bold red]{_('FAIL')}[/]", *["-"] * 6, "-")
             continue
         doctor = (n.doctor or {}).get("status", "") or "[yellow]n/a[/]"
-        doctor = {"fail": "[bold red]fail[/]", "warn": "[yellow]warn[/]", "ok": "[green]ok[/]"}.get(
-            doctor, doctor)
+        doctor = {"fail": f"[bold red]{_('FAIL')}[/]", "warn": f"[yellow]{_('warn')}[/]",
+                  "ok": f"[green]{_('ok')}[/]"}.get(doctor, doctor)
         gpus = f"{f.get('gpu_count', 0)} x {f['gpu_model']}" if f.get("gpu_model") else str(f.get("gpu_count", 0))
-        nodes.add_row(n.host.name, "[green]ok[/]", f.get("python", ""), f.get("torch", ""),
+        nodes.add_row(n.host.name, f"[green]{_('ok')}[/]", f.get("python", ""), f.get("torch", ""),
                       f.get("cuda", "") or "?", f.get("nccl", "") or "-", f.get("driver", "") or "-",
                       gpus, doctor)
     out.print(nodes)
     if report.mismatches:
-        mm = Table(title="versions that differ", title_justify="left")
-        mm.add_column("what")
+        mm = Table(title=_("versions that differ"), title_justify="left")
+        mm.add_column(_("what"))
         names = [n.host.name for n in report.nodes if n.facts]
         for name in names:
             mm.add_column(name)
@@ -93,33 +97,33 @@ def show(report) -> None:
             for name in names:
                 v = escape(m["values"].get(name, "-"))
                 cells.append(f"[bold red]{v}[/]" if name in m["odd"] else v)
-            mm.add_row(m["label"], *cells)
+            mm.add_row(_(m["label"]), *cells)
         out.print(mm)
     if report.links:
         _links(out, report)
     rec = report.recommend
     if rec.get("exports"):
-        out.print("[bold]recommended settings[/] (ddpkit launch applies them itself):")
+        out.print(_('[bold]recommended settings[/] (ddpkit launch applies them itself):'))
         for line in rec["exports"]:
             out.print(f"  {line}")
         if rec.get("avoid"):
             for host, names in rec["avoid"].items():
-                out.print(f"  {host}: NCCL/Gloo must not use {', '.join(names)}")
+                out.print(_('  {host}: NCCL/Gloo must not use {names}').format(host=host, names=', '.join(names)))
     for p in report.problems:
-        tag = "[bold red]FAIL[/]" if p.severity == "fail" else "[yellow]warn[/]"
+        tag = f"[bold red]{_('FAIL')}[/]" if p.severity == "fail" else f"[yellow]{_('warn')}[/]"
         out.print(f"{tag} {escape(p.where)}: {escape(p.message)}")
-        out.print(f"     [cyan]fix: {escape(p.fix)}[/]")
+        out.print(_('     [cyan]fix: {escape}[/]').format(escape=escape(p.fix)))
     fails = sum(1 for p in report.problems if p.severity == "fail")
-    out.print("[green]cluster ready[/]" if report.ok else
-              f"[bold red]{fails} problem(s) would break a run[/]")
+    out.print(_('[green]cluster ready[/]') if report.ok else
+              _('[bold red]{fails} problem(s) would break a run[/]').format(fails=fails))
 
 
 def _links(out, report) -> None:
     from rich.table import Table
 
     names = [n.host.name for n in report.nodes if n.facts]
-    table = Table(title="links (row dials column)", title_justify="left")
-    table.add_column("from \\ to")
+    table = Table(title=_("links (row dials column)"), title_justify="left")
+    table.add_column(_("from \\ to"))
     for name in names:
         table.add_column(name)
     cell: dict[tuple[str, str], list[str]] = {}

@@ -8,27 +8,28 @@ import signal
 import sys
 
 from ddpkit.errors import UsageError
+from ddpkit.i18n import _
 from ddpkit.launch.hosts import Host, resolve_hosts
 from ddpkit.launch.remote import SshOptions
 
 
 def add_host_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("hosts (default: a SLURM allocation, else this machine)")
+    group = parser.add_argument_group(_('hosts (default: a SLURM allocation, else this machine)'))
     group.add_argument("-H", "--hosts", dest="hosts", metavar="HOST[:SLOTS],...",
-                       help="e.g. node0:4,node1:4 or user@10.0.0.2:8")
+                       help=_('e.g. node0:4,node1:4 or user@10.0.0.2:8'))
     group.add_argument("--hostfile", metavar="FILE",
-                       help="MPI/DeepSpeed hostfile ('node0 slots=4') or 'host:slots' lines")
+                       help=_("MPI/DeepSpeed hostfile ('node0 slots=4') or 'host:slots' lines"))
 
 
 def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("ssh (the system ssh client; ~/.ssh/config applies)")
-    group.add_argument("--ssh-config", metavar="FILE", help="ssh -F FILE")
-    group.add_argument("--ssh-identity", metavar="FILE", help="ssh -i FILE")
+    group = parser.add_argument_group(_('ssh (the system ssh client; ~/.ssh/config applies)'))
+    group.add_argument("--ssh-config", metavar="FILE", help=_('ssh -F FILE'))
+    group.add_argument("--ssh-identity", metavar="FILE", help=_('ssh -i FILE'))
     group.add_argument("--ssh-port", type=int, metavar="N", help="ssh -p N")
     group.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="ssh -o KEY=VALUE (repeatable)")
+                       help=_('ssh -o KEY=VALUE (repeatable)'))
     group.add_argument("--ssh-timeout", type=int, default=10, metavar="S",
-                       help="ssh ConnectTimeout in seconds (default 10)")
+                       help=_('ssh ConnectTimeout in seconds (default 10)'))
 
 
 def ssh_options(args: argparse.Namespace) -> SshOptions:
@@ -64,9 +65,9 @@ def writable_dir(path: str | None, flag: str) -> None:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"{flag} {path}: {exc.strerror}", "give a directory you can write to") from None
+        raise UsageError(f"{flag} {path}: {exc.strerror}", _('give a directory you can write to')) from None
     if not os.access(path, os.W_OK):
-        raise UsageError(f"{flag} {path}: not writable", "give a directory you can write to")
+        raise UsageError(_('{flag} {path}: not writable').format(flag=flag, path=path), _('give a directory you can write to'))
 
 
 def writable_file(path: str | None, flag: str) -> None:
@@ -104,15 +105,34 @@ def tcp_port(text: str) -> int:
     return int(text)
 
 
+DEFAULT_PORT = 29500
+
+
+def port_from(args: argparse.Namespace, environ=None) -> tuple[int, bool]:
+    """(rendezvous port, whether the user chose it): --port, else MASTER_PORT (the variable
+    torchrun users and `ddpkit doctor`'s fixes set), else 29500."""
+    environ = os.environ if environ is None else environ
+    if getattr(args, "port", None) is not None:
+        return args.port, True
+    raw = environ.get("MASTER_PORT", "").strip()
+    if not raw:
+        return DEFAULT_PORT, False
+    try:
+        return tcp_port(raw), True
+    except argparse.ArgumentTypeError:
+        raise UsageError(_('MASTER_PORT={raw} is not a TCP port (1-65535)').format(raw=raw),
+                         _('export MASTER_PORT=29500, or unset it and give --port N')) from None
+
+
 def add_run_arguments(parser) -> None:
     """What every command that starts a run on the nodes takes (launch, demo, bench)."""
-    parser.add_argument("--port", type=tcp_port, default=29500, metavar="N",
-                        help="rendezvous port on the first host (default 29500)")
+    parser.add_argument("--port", type=tcp_port, default=None, metavar="N",
+                        help=_('rendezvous port on the first host (default: $MASTER_PORT, else 29500; a one-node run takes a free port unless one is given)'))
     parser.add_argument("--python", metavar="PATH",
-                        help=f"interpreter on every node (default: this one, {sys.executable})")
-    parser.add_argument("--log-dir", metavar="DIR", help="also write one log file per rank here")
+                        help=_('interpreter on every node (default: this one, {executable})').format(executable=sys.executable))
+    parser.add_argument("--log-dir", "--log_dir", metavar="DIR", help=_('also write one log file per rank here'))
     parser.add_argument("--grace", type=non_negative, default=5.0, metavar="S",
-                        help="seconds between TERM and KILL at teardown (default 5)")
+                        help=_('seconds between TERM and KILL at teardown (default 5)'))
 
 
 def err(text: str) -> None:

@@ -15,24 +15,28 @@ from ddpkit.cli.common import (
     add_ssh_arguments,
     err,
     hosts_from,
+    port_from,
     positive,
     ssh_options,
     writable_dir,
 )
+from ddpkit.cli.habits import nproc_value
 from ddpkit.errors import ExitCode
+from ddpkit.i18n import _
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    parser.add_argument("--nproc-per-node", type=int, metavar="N",
-                        help="processes per node (default: one per GPU, else 2)")
+    parser.add_argument("--nproc-per-node", "--nproc_per_node", type=nproc_value, metavar="N",
+                        help=_('processes per node: a number, gpu, cpu or auto as in torchrun (default: one per GPU, else 2)'))
     add_run_arguments(parser)
     parser.add_argument("--epochs", type=positive(int), default=5, metavar="N",
-                        help="training epochs")
+                        help=_('training epochs'))
     add_ssh_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ddpkit.cli.bench import cpu_torch_on_gpus
     from ddpkit.cli.launch import report_problems, supervise
     from ddpkit.launch.launcher import PreflightError, prepare
     from ddpkit.launch.plan import LaunchOptions
@@ -40,9 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from ddpkit.verify.demo import RESULT_PREFIX, judge, parse_result
 
     writable_dir(args.log_dir, "--log-dir")
-    hosts, _ = hosts_from(args)
+    hosts, _unused = hosts_from(args)
+    port, fixed = port_from(args)
     opts = LaunchOptions(
-        script="@TMP@/ddpkit_demo.py", nproc_per_node=args.nproc_per_node, port=args.port,
+        script="@TMP@/ddpkit_demo.py", nproc_per_node=args.nproc_per_node, port=port,
+        fixed_port=fixed,
         python=args.python or sys.executable, workdir="/tmp", run_id=f"ddpkit-demo-{secrets.token_hex(3)}",
         env_pairs=(("DDPKIT_DEMO_EPOCHS", str(args.epochs)),))
     try:
@@ -52,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
         report_problems(exc, args.json)
         return int(exc.code)
     plan = prepared.plan
-    gpus = all(p.facts and p.facts.gpus for p in prepared.probes)
-    err(f"ddpkit demo: {len(plan.nodes)} node(s), {plan.world_size} process(es), "
-        f"{'NCCL on GPUs' if gpus else 'Gloo on CPU'}; training y = Xw + b with known w")
+    for note in cpu_torch_on_gpus(prepared.probes, opts.python):
+        err(_('ddpkit demo: note: {note}').format(note=note))
+    gpus = all(p.facts and p.facts.gpus and p.info.get("torch_cuda", "?")
+               for p in prepared.probes)
+    err(_('ddpkit demo: {n_nodes} node(s), {world_size} process(es), {value}; training y = Xw + b with known w').format(n_nodes=len(plan.nodes), world_size=plan.world_size, value='NCCL on GPUs' if gpus else 'Gloo on CPU'))
     results: dict[int, dict] = {}
 
     def collect(host: str, rank: int | None, text: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import subprocess
 import threading
 import time
 
@@ -15,7 +16,7 @@ from ddpkit.nodeside import source
 
 class Agents:
     def __init__(self, hosts: list[Host], local: list[bool], ssh: SshOptions, python: str) -> None:
-        self.hosts, self.local = hosts, local
+        self.hosts, self.local, self.python = hosts, local, python
         self.queues: list[queue.Queue] = [queue.Queue() for _ in hosts]
         self.ended: list[Reply | None] = [None] * len(hosts)  # why a session ended early
         self.sessions: list[LineSession | None] = []
@@ -37,9 +38,12 @@ class Agents:
         for line in s.proc.stdout:
             if line.startswith("{"):
                 try:
-                    self.queues[i].put(json.loads(line))
+                    msg = json.loads(line)
                 except ValueError:
                     continue
+                self.queues[i].put(msg)
+                if msg.get("became"):
+                    return  # the session belongs to the program the agent became
         self.queues[i].put(None)
 
     def alive(self, i: int) -> bool:
@@ -71,6 +75,29 @@ class Agents:
                 self.ended[i] = Reply(self.hosts[i], s.proc.returncode, "", said)
             replies.append(got)
         return replies
+
+    def become(self, argvs: dict[int, list[str]], timeout: float = 10) -> dict[int, subprocess.Popen]:
+        """Node i's session taken over by `python argvs[i]` (the agent execs it), all nodes at
+        once: {i: its process, with binary stdin/stdout/stderr}. A node missing from the
+        answer could not be handed over (the caller starts a session of its own)."""
+        messages: list[dict | None] = [None] * len(self.hosts)
+        for i, argv in argvs.items():
+            s = self.sessions[i]
+            if s is not None and self.alive(i) and s.proc.poll() is None:
+                messages[i] = {"op": "become", "argv": argv}
+        out: dict[int, subprocess.Popen] = {}
+        for i, got in enumerate(self.ask(messages, timeout)):
+            s = self.sessions[i]
+            if not got or not got.get("became") or s is None:
+                continue
+            self.sessions[i] = None  # ours no more: close() must not end it
+            # binary pipes from here on; detach() (not a dropped wrapper) keeps them open
+            for name in ("stdin", "stdout", "stderr"):
+                stream = getattr(s.proc, name)
+                if stream is not None:
+                    setattr(s.proc, name, stream.detach())
+            out[i] = s.proc
+        return out
 
     def close(self) -> None:
         for s in self.sessions:

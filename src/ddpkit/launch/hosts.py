@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ddpkit.errors import UsageError
+from ddpkit.i18n import _
 
 
 @dataclass(frozen=True)
@@ -33,54 +34,56 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
-def _slots(text: str, where: str, part: str) -> int:
+HOSTFILE_FORMS = "write 'node0 slots=4' (MPI/DeepSpeed) or 'node0:4', one host a line"
+
+
+def _slots(text: str, where: str, part: str, hint: str = "write HOST:SLOTS, e.g. node0:4") -> int:
     if not text.isdigit():
-        raise UsageError(f"{where}: slots in '{part}' must be a positive integer, not '{text}'",
-                         "write HOST:SLOTS, e.g. node0:4")
+        raise UsageError(_("{where}: slots in '{part}' must be a positive integer, not '{text}'").format(where=where, part=part, text=text),
+                         hint)
     value = int(text)
     if value < 1:
-        raise UsageError(f"{where}: '{part}' has {value} slots", "give each host at least 1 slot")
+        raise UsageError(_("{where}: '{part}' has {value} slots").format(where=where, part=part, value=value), _('give each host at least 1 slot'))
     return value
 
 
 def parse_host(part: str, where: str = "-H") -> Host:
     """'node0', 'node0:4', 'user@node0:4', '[fe80::1]:4', '10.0.0.2'."""
     part = part.strip()
-    user, _, rest = part.rpartition("@") if "@" in part else ("", "", part)
+    user, _unused, rest = part.rpartition("@") if "@" in part else ("", "", part)
     if "@" in part and not user:
-        raise UsageError(f"{where}: '{part}' has an empty user name", "write USER@HOST[:SLOTS]")
+        raise UsageError(_("{where}: '{part}' has an empty user name").format(where=where, part=part), _('write USER@HOST[:SLOTS]'))
     if user and not _USER.match(user):
-        raise UsageError(f"{where}: '{user}' in '{part}' is not a user name",
-                         "write USER@HOST[:SLOTS] with a plain user name")
+        raise UsageError(_("{where}: '{user}' in '{part}' is not a user name").format(where=where, user=user, part=part),
+                         _('write USER@HOST[:SLOTS] with a plain user name'))
     slots: int | None = None
     if rest.startswith("["):  # IPv6 literal
         close = rest.find("]")
         if close < 0:
-            raise UsageError(f"{where}: '{part}' has an unclosed '['", "write [ADDR]:SLOTS")
+            raise UsageError(_("{where}: '{part}' has an unclosed '['").format(where=where, part=part), _('write [ADDR]:SLOTS'))
         name, tail = rest[1:close], rest[close + 1:]
         if not re.match(r"^[0-9A-Fa-f:.%]+$", name):
-            raise UsageError(f"{where}: '{part}' is not an IPv6 address", "write [ADDR]:SLOTS")
+            raise UsageError(_("{where}: '{part}' is not an IPv6 address").format(where=where, part=part), _('write [ADDR]:SLOTS'))
         if tail:
             if not tail.startswith(":"):
-                raise UsageError(f"{where}: cannot read '{part}'", "write [ADDR]:SLOTS")
+                raise UsageError(_("{where}: cannot read '{part}'").format(where=where, part=part), _('write [ADDR]:SLOTS'))
             slots = _slots(tail[1:], where, part)
         return Host(name, slots, user)
     name, sep, count = rest.partition(":")
     if sep:
-        slots = _slots(count, where, part)
+        slots = _slots(count, where, part, *([HOSTFILE_FORMS] if where != "-H" else []))
     if not name or not _NAME.match(name):
-        raise UsageError(f"{where}: '{part}' is not a host name", "use HOST[:SLOTS], e.g. node0:4")
+        raise UsageError(_("{where}: '{part}' is not a host name").format(where=where, part=part), _('use HOST[:SLOTS], e.g. node0:4'))
     return Host(name, slots, user)
 
 
 def check_unique(hosts: list[Host], where: str) -> list[Host]:
     if not hosts:
-        raise UsageError(f"{where}: no hosts given", "e.g. -H node0:4,node1:4")
+        raise UsageError(_('{where}: no hosts given').format(where=where), _('e.g. -H node0:4,node1:4'))
     seen: dict[str, int] = {}
     for i, h in enumerate(hosts):
         if h.name in seen:
-            raise UsageError(f"{where}: host '{h.name}' is listed twice (entries {seen[h.name] + 1} "
-                             f"and {i + 1})", "list each host once and give it all its slots")
+            raise UsageError(_("{where}: host '{name}' is listed twice (entries {seen} and {i})").format(where=where, name=h.name, seen=seen[h.name] + 1, i=i + 1), _('list each host once and give it all its slots'))
         seen[h.name] = i
     return hosts
 
@@ -88,10 +91,10 @@ def check_unique(hosts: list[Host], where: str) -> list[Host]:
 def parse_host_list(spec: str) -> list[Host]:
     """`-H node0:4,node1:4` (Horovod/mpirun style)."""
     if not spec.strip():
-        raise UsageError("-H: empty host list", "e.g. -H node0:4,node1:4")
+        raise UsageError(_('-H: empty host list'), _('e.g. -H node0:4,node1:4'))
     parts = [p for p in spec.split(",")]
     if any(not p.strip() for p in parts):
-        raise UsageError(f"-H '{spec}': empty entry between commas", "e.g. -H node0:4,node1:4")
+        raise UsageError(_("-H '{spec}': empty entry between commas").format(spec=spec), _('e.g. -H node0:4,node1:4'))
     return check_unique([parse_host(p, "-H") for p in parts], "-H")
 
 
@@ -111,12 +114,12 @@ def parse_hostfile(text: str, path: str = "hostfile") -> list[Host]:
         for word in words[1:]:
             m = _MPI_SLOTS.match(word)
             if not m:
-                raise UsageError(f"{where}: cannot read '{word}' in '{line}'",
-                                 "use 'HOST slots=N' (MPI/DeepSpeed) or 'HOST:N', one host a line")
+                raise UsageError(_("{where}: cannot read '{word}' in '{line}'").format(where=where, word=word, line=line),
+                                 HOSTFILE_FORMS)
             if word.startswith("slots"):
                 if host.slots is not None:
-                    raise UsageError(f"{where}: slots given twice in '{line}'", "give slots once")
-                host = Host(host.name, _slots(m.group(1), where, line), host.user)
+                    raise UsageError(_("{where}: slots given twice in '{line}'").format(where=where, line=line), _('give slots once'))
+                host = Host(host.name, _slots(m.group(1), where, line, HOSTFILE_FORMS), host.user)
         hosts.append(host)
     return check_unique(hosts, path)
 
@@ -146,8 +149,8 @@ def expand_nodelist(spec: str) -> list[str]:
         for rng in body.split(","):
             lo, sep, hi = rng.partition("-")
             if not lo.isdigit() or (sep and not hi.isdigit()):
-                raise UsageError(f"SLURM_JOB_NODELIST: cannot read range '{rng}' in '{spec}'",
-                                 "expected e.g. gpu[01-04,07]")
+                raise UsageError(_("SLURM_JOB_NODELIST: cannot read range '{rng}' in '{spec}'").format(rng=rng, spec=spec),
+                                 _('expected e.g. gpu[01-04,07]'))
             width = len(lo)
             for n in range(int(lo), int(hi if sep else lo) + 1):
                 for tail in expand_nodelist(suffix) if suffix else [""]:
@@ -161,13 +164,13 @@ def expand_tasks_per_node(spec: str, count: int) -> list[int]:
     for part in spec.split(","):
         m = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
         if not m:
-            raise UsageError(f"SLURM tasks per node: cannot read '{spec}'", "expected e.g. 4 or 2(x3)")
+            raise UsageError(_("SLURM tasks per node: cannot read '{spec}'").format(spec=spec), _('expected e.g. 4 or 2(x3)'))
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
     if len(out) == 1:
         out *= count
     if len(out) != count:
-        raise UsageError(f"SLURM gives {len(out)} task counts for {count} nodes ('{spec}')",
-                         "check SLURM_NTASKS_PER_NODE against SLURM_JOB_NODELIST")
+        raise UsageError(_("SLURM gives {n_out} task counts for {count} nodes ('{spec}')").format(n_out=len(out), count=count, spec=spec),
+                         _('check SLURM_NTASKS_PER_NODE against SLURM_JOB_NODELIST'))
     return out
 
 
@@ -187,7 +190,7 @@ def resolve_hosts(host_list: str | None, hostfile: str | None,
     """(hosts, where they came from). Order of precedence: -H, --hostfile, a SLURM allocation,
     then this machine alone (an explicit flag always wins over what the environment implies)."""
     if host_list is not None and hostfile is not None:
-        raise UsageError("-H and --hostfile both given", "use one of them")
+        raise UsageError(_('-H and --hostfile both given'), _('use one of them'))
     if host_list is not None:
         return parse_host_list(host_list), "-H"
     if hostfile is not None:
@@ -196,7 +199,7 @@ def resolve_hosts(host_list: str | None, hostfile: str | None,
                 text = f.read()
         except OSError as exc:
             raise UsageError(f"--hostfile {hostfile}: {exc.strerror}",
-                             "give the path of a file with one host a line") from None
+                             _('give the path of a file with one host a line')) from None
         return parse_hostfile(text, hostfile), "--hostfile"
     slurm = slurm_hosts(env)
     if slurm is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ddpkit.i18n import _
 from ddpkit.launch.agents import Agents
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.remote import Reply, describe_ssh_failure
@@ -48,7 +49,7 @@ def probe_links(agents: Agents, addrs: list[str], port: int, *, peers: bool,
     wanted = [([port] if i == 0 else []) + ([0] if peers else []) for i in range(n)]
     listening = agents.ask([{"op": "listen", "ports": w} if w else None for w in wanted], 30)
     port_errors: dict[str, str] = {}
-    targets: list[list[dict]] = [[] for _ in hosts]
+    targets: list[list[dict]] = [[] for _unused in hosts]
     for j in range(n):
         for info in (listening[j] or {}).get("listening", []):
             if info["error"]:
@@ -134,25 +135,21 @@ def link_problems(links: list[Link], nodes: Mapping[str, Any], subnet: str,
             a, b = pair
             out.append(Problem(
                 FAIL, "link", f"{a} <-> {b}",
-                f"{a} and {b} cannot reach each other (peer traffic {first.state}) although both "
-                f"reach the master: a firewall on {a} or {b} blocks the other{_WAIT['peer']}",
-                f"on {a}: {trust_subnet_command(_fw(nodes, a), trusted)}; "
-                f"on {b}: {trust_subnet_command(_fw(nodes, b), trusted)}"))
+                _('{a} and {b} cannot reach each other (peer traffic {state}) although both reach the master: a firewall on {a} or {b} blocks the other{peer}').format(a=a, b=b, state=first.state, peer=_WAIT['peer']),
+                _('on {a}: {trust_subnet_command}; on {b}: {trust_subnet_command2}').format(a=a, trust_subnet_command=trust_subnet_command(_fw(nodes, a), trusted), b=b, trust_subnet_command2=trust_subnet_command(_fw(nodes, b), trusted))))
             continue
         srcs = ", ".join(sorted(link.src for link in group))
         cause = _CAUSE.get(first.state, first.state).format(dst=dst, ip=first.ip)
         fw = _fw(nodes, dst)
         if first.state == "no_route":
-            fix = f"give {dst} an address on the network the nodes share, or fix the routes"
+            fix = _('give {dst} an address on the network the nodes share, or fix the routes').format(dst=dst)
         elif kind == "rendezvous":
-            fix = (f"on {dst}: {open_port_command(fw, p)}; better, trust the cluster subnet: "
-                   f"{trust_subnet_command(fw, trusted)}")
+            fix = (_('on {dst}: {open_port_command}; better, trust the cluster subnet: {trust_subnet_command}').format(dst=dst, open_port_command=open_port_command(fw, p), trust_subnet_command=trust_subnet_command(fw, trusted)))
         else:
-            fix = f"on {dst}: {trust_subnet_command(fw, trusted)} (NCCL and Gloo connect on " \
-                  "random ports between all nodes)"
-        what = f"the rendezvous port {p}" if kind == "rendezvous" else f"port {p} (peer traffic)"
+            fix = _('on {dst}: {trust_subnet_command} (NCCL and Gloo connect on random ports between all nodes)').format(dst=dst, trust_subnet_command=trust_subnet_command(fw, trusted))
+        what = _('the rendezvous port {p}').format(p=p) if kind == "rendezvous" else _('port {p} (peer traffic)').format(p=p)
         wait = _WAIT[kind] if first.state in ("filtered", "no_route") else ""
         out.append(Problem(FAIL, "link", f"{srcs} -> {dst}:{p}",
-                           f"{srcs} cannot reach {dst} on {what}: {first.state}, {cause}{wait}",
+                           _('{srcs} cannot reach {dst} on {what}: {state}, {cause}{wait}').format(srcs=srcs, dst=dst, what=what, state=first.state, cause=cause, wait=wait),
                            fix))
     return out

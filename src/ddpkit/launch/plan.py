@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ddpkit.errors import UsageError
+from ddpkit.i18n import _
 from ddpkit.launch.hosts import Host
 from ddpkit.parsers.ifaces import VIRTUAL_IFACE
 
@@ -28,6 +29,13 @@ SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|(?:^|_)(?:API_?)?KEY
 # Not "[N]:": torchrun's own failure summary prints lines like "[0]:".
 LINE_PREFIX_TEMPLATE = "[rank${rank}]:"
 ENGINES = ("torchrun", "accelerate", "horovod")
+# Workers run the script through nodeside/bootstrap.py, written here on each node (README "Exit
+# status you can trust"): it runs the script as __main__ and ends the process group before
+# the interpreter shuts down. --no-bootstrap or DDPKIT_NO_BOOTSTRAP=1 runs the script directly.
+BOOTSTRAP = "@TMP@/ddpkit_bootstrap.py"
+# torchrun's --nproc-per-node words, resolved per node from the probe (torch/distributed/run.py
+# determine_local_world_size): gpu = GPUs, cpu = CPUs, auto = GPUs if any, else CPUs.
+NPROC_WORDS = ("gpu", "cpu", "auto")
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class NodeFacts:
     gpus: int = 0
     local: bool = False
     ssh_hostname: str = ""  # the address ssh connects to (`ssh -G`), "" for the local node
+    cpus: int = 0  # CPUs this process may use (sched_getaffinity), for --nproc-per-node cpu
+    known: bool = True  # False: not probed (--no-preflight) or unreachable (a dry run shows it)
+    unreachable: bool = False  # the probe could not reach it: its address is unknown
 
 
 @dataclass(frozen=True)
@@ -60,8 +71,10 @@ class LaunchOptions:
     script: str
     script_args: tuple[str, ...] = ()
     module: bool = False
-    nproc_per_node: int | None = None  # None: each host's slots, else 1
+    nproc_per_node: int | str | None = None  # None: slots, else 1; or gpu | cpu | auto
     port: int = 29500
+    fixed_port: bool = False  # chosen by the user: a one-node run uses it instead of a free one
+    no_python: bool = False  # the entry point is an executable (torchrun --no-python)
     max_restarts: int = 0
     python: str = "python3"
     workdir: str = "."
@@ -70,17 +83,26 @@ class LaunchOptions:
     env_pairs: tuple[tuple[str, str], ...] = ()  # --env NAME=VALUE
     rdzv_timeout: int | None = None  # seconds nodes wait for each other at the rendezvous
     engine: str = "torchrun"  # torchrun | accelerate (per node) | horovod (horovodrun, here)
+    bootstrap: bool = True  # run the script through BOOTSTRAP (not with --no-python, horovodrun)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
-            raise UsageError(f"--engine {self.engine}: unknown", f"choose from {', '.join(ENGINES)}")
+            raise UsageError(_('--engine {engine}: unknown').format(engine=self.engine), _('choose from {engines}').format(engines=', '.join(ENGINES)))
         if not 1 <= self.port <= 65535:
-            raise UsageError(f"--port {self.port} is not a TCP port", "use a number from 1 to 65535")
-        if self.nproc_per_node is not None and self.nproc_per_node < 1:
-            raise UsageError(f"--nproc-per-node {self.nproc_per_node} must be at least 1",
-                             "e.g. --nproc-per-node 4 (one process per GPU)")
+            raise UsageError(_('--port {port} is not a TCP port').format(port=self.port), _('use a number from 1 to 65535'))
+        if isinstance(self.nproc_per_node, str) and self.nproc_per_node not in NPROC_WORDS:
+            raise UsageError(_('--nproc-per-node {nproc_per_node}: not a number or {nproc_words}').format(nproc_per_node=self.nproc_per_node, nproc_words=', '.join(NPROC_WORDS)), _('e.g. --nproc-per-node 4 or gpu'))
+        if isinstance(self.nproc_per_node, int) and self.nproc_per_node < 1:
+            raise UsageError(_('--nproc-per-node {nproc_per_node} must be at least 1').format(nproc_per_node=self.nproc_per_node),
+                             _('e.g. --nproc-per-node 4 (one process per GPU)'))
         if self.max_restarts < 0:
-            raise UsageError("--max-restarts must be 0 or more", "e.g. --max-restarts 1")
+            raise UsageError(_('--max-restarts must be 0 or more'), _('e.g. --max-restarts 1'))
+        if self.no_python and self.module:
+            raise UsageError(_('--no-python and -m exclude each other (as in torchrun)'),
+                             _('-m runs a Python module; --no-python runs an executable'))
+        if self.no_python and self.engine != "torchrun":
+            raise UsageError(_('--no-python works with --engine torchrun, not {engine}').format(engine=self.engine),
+                             _('drop --engine, or run a Python script'))
 
 
 @dataclass(frozen=True)
@@ -144,7 +166,7 @@ def mask_args(argv: list[str]) -> list[str]:
             hide_next = False
             continue
         hide_next = False
-        flag, eq, _ = arg.partition("=")
+        flag, eq, _unused = arg.partition("=")
         name = flag.lstrip("-").replace("-", "_")
         if arg.startswith("-") and SECRET.search(name) and not name.lower().startswith("no_"):
             if eq:
@@ -164,13 +186,13 @@ def forwarded_env(environ: Mapping[str, str], names: tuple[str, ...] = (),
            if k.startswith(FORWARD_PREFIXES) and k not in NEVER_FORWARD}
     for name in names:
         if "=" in name:  # mpirun allows -x NAME=VALUE too
-            key, _, value = name.partition("=")
+            key, _unused, value = name.partition("=")
             env[key] = value
         elif name in environ:
             env[name] = environ[name]
         else:
-            raise UsageError(f"-x {name}: {name} is not set here",
-                             f"export {name}=... first, or use --env {name}=VALUE")
+            raise UsageError(_('-x {name}: {name} is not set here').format(name=name),
+                             _('export {name}=... first, or use --env {name}=VALUE').format(name=name))
     for key, value in pairs:
         env[key] = value
     return env
@@ -179,7 +201,7 @@ def forwarded_env(environ: Mapping[str, str], names: tuple[str, ...] = (),
 def parse_env_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-        raise UsageError(f"--env '{text}' is not NAME=VALUE", "e.g. --env NCCL_DEBUG=INFO")
+        raise UsageError(_("--env '{text}' is not NAME=VALUE").format(text=text), _('e.g. --env NCCL_DEBUG=INFO'))
     return key, value
 
 
@@ -218,19 +240,23 @@ def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str]
     standalone = len(hosts) == 1
     base_env = _base_env(opts, environ, standalone)
     master, ifaces, notes = _rendezvous(hosts, facts, standalone)
-    nprocs = [opts.nproc_per_node or h.slots or 1 for h in hosts]
+    nprocs = [node_nproc(opts.nproc_per_node, h, f) for h, f in zip(hosts, facts)]
+    if opts.engine != "torchrun" and 0 in nprocs:
+        raise UsageError(_("--nproc-per-node {nproc_per_node} needs the preflight's GPU and CPU counts with --engine {engine}").format(nproc_per_node=opts.nproc_per_node, engine=opts.engine), _('give a number'))
     if opts.engine == "horovod":
         return _horovodrun_plan(hosts, nprocs, opts, base_env, master, notes)
     if opts.engine == "accelerate" and len(set(nprocs)) > 1:
-        raise UsageError(f"--engine accelerate needs the same number of processes on every node "
-                         f"(got {', '.join(map(str, nprocs))})", "give every host the same slots")
+        raise UsageError(_('--engine accelerate needs the same number of processes on every node (got {str})').format(str=', '.join(map(str, nprocs))), _('give every host the same slots'))
     nodes = []
     for rank, (host, fact, ifname) in enumerate(zip(hosts, facts, ifaces)):
         if opts.engine == "accelerate":
             argv = _accelerate_argv(opts, len(hosts), rank, nprocs[rank], master)
         else:
             local_addr = next((a.ip for a in fact.addrs if a.iface == ifname), "")
-            argv = _torchrun_argv(opts, len(hosts), rank, nprocs[rank], master, local_addr)
+            if fact.unreachable:
+                local_addr = unknown_addr(host)
+            nproc = str(nprocs[rank] or opts.nproc_per_node)  # unknown counts: torchrun's word
+            argv = _torchrun_argv(opts, len(hosts), rank, nproc, master, local_addr)
         nodes.append(NodePlan(host=host, node_rank=rank, nproc=nprocs[rank], local=fact.local,
                               argv=tuple(argv), env=_node_env(base_env, ifname),
                               workdir=opts.workdir, ifname=ifname))
@@ -238,13 +264,36 @@ def make_plan(hosts: list[Host], opts: LaunchOptions, environ: Mapping[str, str]
                 standalone=standalone, notes=tuple(notes))
 
 
+def node_nproc(spec: int | str | None, host: Host, facts: NodeFacts) -> int:
+    """Processes on one node: a number, the host's slots, or torchrun's word resolved from
+    what the probe counted (0: not probed, torchrun resolves the word on the node)."""
+    if spec is None:
+        return host.slots or 1
+    if isinstance(spec, int):
+        return spec
+    if not facts.known:
+        return 0
+    if spec == "gpu" and not facts.gpus:
+        raise UsageError(_('--nproc-per-node gpu: {name} has no NVIDIA GPU').format(name=host.name),
+                         _('give a number, or --nproc-per-node auto (GPUs if any, else CPUs)'))
+    if spec == "gpu" or (spec == "auto" and facts.gpus):
+        return facts.gpus
+    return facts.cpus or 1
+
+
+def unknown_addr(host: Host) -> str:
+    """How a plan shows an address that only the probe could have found."""
+    return f"<address of {host.name}>"
+
+
 def _base_env(opts: LaunchOptions, environ: Mapping[str, str], standalone: bool) -> dict:
     env = forwarded_env(environ, opts.env_names, opts.env_pairs)
     env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = LINE_PREFIX_TEMPLATE
-    if opts.max_restarts and not standalone:
+    if opts.max_restarts:
         # Measured here (torch 2.13, c10d, Gloo): after a restart the workers of the new round
         # fail in Gloo's connectFullMesh ("Connection refused") while they share the
-        # rendezvous TCPStore; with a store of their own, as before torch 2.4, restarts work.
+        # rendezvous TCPStore, and on one node (--standalone) the round after that hangs
+        # forever; with a store of their own, as before torch 2.4, restarts work everywhere.
         env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     return env
 
@@ -255,18 +304,41 @@ def _rendezvous(hosts: list[Host], facts: list[NodeFacts],
     if standalone:
         return "127.0.0.1", [""], []
     notes: list[str] = []
+    if not all(f.known for f in facts):
+        return _rendezvous_unknown(hosts, facts)
     master, ifaces, why = choose_network(facts)
     if not master:
         master = facts[0].ssh_hostname or hosts[0].name
         notes.append(f"{why}: using {master} as the rendezvous address")
         if master in ("localhost", "localhost.localdomain"):
-            raise UsageError(f"the first host is '{master}', which other nodes cannot reach",
-                             "name the first host by its cluster address in -H (its IP or "
-                             "a name every node resolves)")
+            raise UsageError(_("the first host is '{master}', which other nodes cannot reach").format(master=master),
+                             _('name the first host by its cluster address in -H (its IP or a name every node resolves)'))
     if _is_ip(master) and ipaddress.ip_address(master).is_loopback:
-        raise UsageError(f"the first host {hosts[0].name} resolves to loopback {master}",
-                         "name the hosts by their cluster addresses (never 127.x) in -H")
+        raise UsageError(_('the first host {name} resolves to loopback {master}').format(name=hosts[0].name, master=master),
+                         _('name the hosts by their cluster addresses (never 127.x) in -H'))
     return master, ifaces, notes
+
+
+def _rendezvous_unknown(hosts: list[Host],
+                        facts: list[NodeFacts]) -> tuple[str, list[str], list[str]]:
+    """Some nodes were not probed. Unreachable ones (a dry run) show their addresses as
+    unknown; with --no-preflight the nodes dial the first host by the name given."""
+    known = [i for i, f in enumerate(facts) if f.known]
+    master, ifaces = "", [""] * len(facts)
+    if len(known) > 1 and facts[0].known:
+        sub_master, sub_ifaces, _unused = choose_network([facts[i] for i in known])
+        master = sub_master
+        for i, iface in zip(known, sub_ifaces):
+            ifaces[i] = iface
+    if not master and facts[0].unreachable:
+        master = unknown_addr(hosts[0])
+    if not master:
+        master = facts[0].ssh_hostname or hosts[0].name
+    if any(f.unreachable for f in facts):
+        note = _('the preflight could not reach every node: <...> marks what it would have found')
+    else:
+        note = (_('nodes not probed (--no-preflight): they dial {master}; GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and --local-addr are not set for them').format(master=master))
+    return master, ifaces, [note]
 
 
 def _node_env(base_env: dict, ifname: str) -> dict:
@@ -279,12 +351,15 @@ def _node_env(base_env: dict, ifname: str) -> dict:
     return env
 
 
-def _torchrun_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int, master: str,
+def _torchrun_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: str, master: str,
                    local_addr: str) -> list[str]:
     argv = [opts.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
-            "--nproc-per-node", str(nproc)]
-    if nnodes == 1:
-        argv += ["--standalone"]
+            "--nproc-per-node", nproc]
+    if nnodes == 1 and not opts.fixed_port:
+        argv += ["--standalone"]  # a free port of its own: runs side by side never collide
+    elif nnodes == 1:  # the port the user asked for (--port, MASTER_PORT)
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{opts.port}",
+                 "--rdzv-id", opts.run_id]
     else:
         argv += ["--node-rank", str(rank), "--rdzv-backend", "c10d",
                  "--rdzv-endpoint", f"{_host_for_url(master)}:{opts.port}",
@@ -293,10 +368,24 @@ def _torchrun_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int, mast
             # The address this node publishes to the others (else its FQDN, often loopback).
             argv += ["--local-addr", local_addr]
     argv += ["--max-restarts", str(opts.max_restarts), "--tee", "3"]
-    if opts.module:
+    if opts.module and not _bootstrapped(opts):
         argv += ["--module"]
+    if opts.no_python:
+        argv += ["--no-python"]
     # "--" keeps torchrun from taking the script's own options (--max is "ambiguous" else)
-    return argv + ["--", opts.script, *opts.script_args]
+    return argv + ["--", *_entry(opts)]
+
+
+def _bootstrapped(opts: LaunchOptions) -> bool:
+    return opts.bootstrap and not opts.no_python and opts.engine != "horovod"
+
+
+def _entry(opts: LaunchOptions) -> list[str]:
+    """What the launcher runs in each worker: the bootstrap with the script (or -m module)
+    after it, or the script itself."""
+    if not _bootstrapped(opts):
+        return [opts.script, *opts.script_args]
+    return [BOOTSTRAP, *(["-m"] if opts.module else []), opts.script, *opts.script_args]
 
 
 def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
@@ -311,9 +400,9 @@ def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
         argv += ["--main_process_ip", master, "--same_network"]
     if total > 1:
         argv += ["--multi_gpu"]  # on CPU too: without it accelerate starts one plain process
-    if opts.module:
+    if opts.module and not _bootstrapped(opts):
         argv += ["--module"]
-    return argv + [opts.script, *opts.script_args]
+    return argv + _entry(opts)
 
 
 def _horovodrun_plan(hosts: list[Host], nprocs: list[int], opts: LaunchOptions,

@@ -12,6 +12,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
+from ddpkit.i18n import _
 from ddpkit.launch.agents import Agents
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.plan import Addr, NodeFacts
@@ -68,12 +69,12 @@ def local_flags(hosts: list[Host]) -> list[bool]:
 
 
 def probe_with(agents: Agents, ssh: SshOptions, python: str, workdir: str, script: str,
-               module: bool, timeout: float = 30, need: tuple[str, ...] = ()) -> list[Probe]:
+               module: bool | str, timeout: float = 30, need: tuple[str, ...] = ()) -> list[Probe]:
     """Every node answers the probe over its agent session, in parallel. `need`: modules the
     run imports on every node (accelerate, ...)."""
-    args = [workdir, script, "module" if module else "file", ",".join(need)]
+    args = [workdir, script, _kind(module), ",".join(need)]
     replies = agents.ask([{"op": "probe", "source": source("probe"), "args": args}
-                          for _ in agents.hosts], timeout)
+                          for _unused in agents.hosts], timeout)
     out = []
     for i, (host, got) in enumerate(zip(agents.hosts, replies)):
         if got is not None and "probe" in got:
@@ -86,20 +87,25 @@ def probe_with(agents: Agents, ssh: SshOptions, python: str, workdir: str, scrip
     return out
 
 
-def probe_here(host: Host, workdir: str, script: str, module: bool,
+def _kind(module: bool | str) -> str:
+    """The entry point's kind: file (a Python script), module (-m), exec (--no-python)."""
+    return module if isinstance(module, str) else ("module" if module else "file")
+
+
+def probe_here(host: Host, workdir: str, script: str, module: bool | str,
                need: tuple[str, ...] = ()) -> Probe:
     """The local node with this interpreter: no subprocess, no SSH."""
     namespace: dict = {"__name__": "ddpkit_probe"}
     exec(compile(source("probe"), "nodeside/probe.py", "exec"), namespace)
-    info = namespace["collect"](workdir, script, "module" if module else "file", ",".join(need))
+    info = namespace["collect"](workdir, script, _kind(module), ",".join(need))
     return _judge(host, Reply(host, 0, json.dumps(info), ""), True, sys.executable, workdir,
                   script, SshOptions())
 
 
 def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
     if reply.returncode is None:
-        return Probe(host, None, NodeProblem(host, "timeout", f"no answer within the probe timeout ({reply.stderr})",
-                                             f"check that {host.name} is up and not overloaded"), {})
+        return Probe(host, None, NodeProblem(host, "timeout", _('no answer within the probe timeout ({stderr})').format(stderr=reply.stderr),
+                                             _('check that {name} is up and not overloaded').format(name=host.name)), {})
     if reply.returncode == 255 and not is_here:
         fail = describe_ssh_failure(reply.stderr, host)
         return Probe(host, None, NodeProblem(host, fail.kind, fail.message, fail.fix), {})
@@ -107,35 +113,38 @@ def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
         text = reply.stderr.strip()
         if reply.returncode == 127 or "No such file or directory" in text:
             return Probe(host, None, NodeProblem(
-                host, "python", f"interpreter {python} not found",
-                f"give --python PATH (the Python with torch on {host.name}), or create the same "
-                "environment at that path on every node"), {})
+                host, "python", _('interpreter {python} not found').format(python=python),
+                _('give --python PATH (the Python with torch on {name}), or create the same environment at that path on every node').format(name=host.name)), {})
         last = text.splitlines()[-1] if text else f"exit code {reply.returncode}"
-        return Probe(host, None, NodeProblem(host, "probe", f"probe failed: {last}",
-                                             f"run '{python} -c pass' on {host.name}"), {})
+        return Probe(host, None, NodeProblem(host, "probe", _('probe failed: {last}').format(last=last),
+                                             _("run '{python} -c pass' on {name}").format(python=python, name=host.name)), {})
     try:
         info = json.loads(reply.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return Probe(host, None, NodeProblem(host, "probe", "unreadable probe output",
-                                             f"check what the login shell of {host.name} prints"), {})
+        return Probe(host, None, NodeProblem(host, "probe", _('unreadable probe output'),
+                                             _('check what the login shell of {name} prints').format(name=host.name)), {})
     facts = NodeFacts(hostname=info.get("hostname", ""),
                       addrs=tuple(Addr(i, c) for i, c in info.get("addrs", [])),
-                      gpus=int(info.get("gpus", 0)), local=is_here,
+                      gpus=int(info.get("gpus", 0)), cpus=int(info.get("cpus", 0)),
+                      local=is_here,
                       ssh_hostname="" if is_here else ssh_hostname(host, ssh))
     problem = None
     if not info.get("torch"):
-        problem = NodeProblem(host, "torch", f"torch is not installed for {info.get('executable', python)}",
-                              f"{python} -m pip install torch (on {host.name})")
+        problem = NodeProblem(host, "torch", _('torch is not installed for {get}').format(get=info.get('executable', python)),
+                              _('{python} -m pip install torch (on {name})').format(python=python, name=host.name))
     elif not info.get("workdir_ok"):
-        problem = NodeProblem(host, "workdir", f"working directory {workdir} does not exist",
-                              "give --workdir DIR, or keep the code on a filesystem every node mounts")
+        problem = NodeProblem(host, "workdir", _('working directory {workdir} does not exist').format(workdir=workdir),
+                              _('give --workdir DIR, or keep the code on a filesystem every node mounts'))
     elif info.get("missing"):
         missing = ", ".join(info["missing"])
-        problem = NodeProblem(host, "module", f"{missing} not installed for {info.get('executable', python)}",
-                              f"{python} -m pip install {' '.join(info['missing'])} (on {host.name})")
+        problem = NodeProblem(host, "module", _('{missing} not installed for {get}').format(missing=missing, get=info.get('executable', python)),
+                              _('{python} -m pip install {info} (on {name})').format(python=python, info=' '.join(info['missing']), name=host.name))
+    elif info.get("exec_problem"):
+        problem = NodeProblem(host, "script", f"{script}: {info['exec_problem']}",
+                              info.get("exec_fix", "check the path"), usage=True)
     elif not info.get("script_ok"):
-        problem = NodeProblem(host, "script", f"script {script} not found in {workdir}",
-                              "check the path; every node needs the script at the same place",
+        problem = NodeProblem(host, "script", _('script {script} not found in {workdir}').format(script=script, workdir=workdir),
+                              _('check the path; every node needs the script at the same place'),
                               usage=True)
     return Probe(host, facts, problem, info)
 

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from ddpkit.errors import UsageError
+from ddpkit.i18n import _
 from ddpkit.launch.hosts import Host
 
 
@@ -27,16 +28,18 @@ class SshOptions:
     def __post_init__(self) -> None:
         for opt in self.options:
             if not re.match(r"^[A-Za-z][A-Za-z0-9]*=.+$", opt):
-                raise UsageError(f"--ssh-option '{opt}' is not KEY=VALUE",
-                                 "e.g. --ssh-option ProxyJump=bastion")
+                raise UsageError(_("--ssh-option '{opt}' is not KEY=VALUE").format(opt=opt),
+                                 _('e.g. --ssh-option ProxyJump=bastion'))
         if self.port is not None and not 1 <= self.port <= 65535:
-            raise UsageError(f"--ssh-port {self.port} is not a TCP port", "e.g. --ssh-port 2222")
+            raise UsageError(_('--ssh-port {port} is not a TCP port').format(port=self.port), _('e.g. --ssh-port 2222'))
 
 
-def ssh_base(host: Host, opts: SshOptions) -> list[str]:
+def ssh_base(host: Host, opts: SshOptions, *, batch: bool = True) -> list[str]:
     """ssh argv up to and including the destination. The user's -o come before our defaults
-    because ssh keeps the first value it sees; BatchMode comes first so it cannot be undone."""
-    argv = ["ssh", "-o", "BatchMode=yes"]
+    because ssh keeps the first value it sees; BatchMode comes first so it cannot be undone.
+    batch=False only for the one step of `ddpkit setup ssh` that installs a key: ssh may then
+    ask for a password (on the terminal, or through SSH_ASKPASS)."""
+    argv = ["ssh", "-o", "BatchMode=yes" if batch else "BatchMode=no"]
     if opts.config:
         argv += ["-F", opts.config]
     if opts.identity:
@@ -52,9 +55,90 @@ def ssh_base(host: Host, opts: SshOptions) -> list[str]:
     return argv
 
 
-def ssh_argv(host: Host, opts: SshOptions, remote_argv: list[str]) -> list[str]:
+def ssh_argv(host: Host, opts: SshOptions, remote_argv: list[str], *,
+             batch: bool = True) -> list[str]:
     """ssh joins its arguments with spaces for the remote shell: quote every word once."""
-    return ssh_base(host, opts) + ["--", shlex.join(remote_argv)]
+    return ssh_base(host, opts, batch=batch) + ["--", shlex.join(remote_argv)]
+
+
+def ssh_run(host: Host, opts: SshOptions, remote_argv: list[str], timeout: float, *,
+            batch: bool = True, input: str | None = None) -> Reply:
+    """One command on one host, waited for. With batch=False ssh keeps this terminal (no new
+    session) so that it can ask for the password there."""
+    argv = ssh_argv(host, opts, remote_argv, batch=batch)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=timeout, start_new_session=batch, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Reply(host, None, "", f"no answer within {timeout:g}s")
+    except OSError as exc:
+        return Reply(host, 255, "", f"cannot run ssh: {exc.strerror}")
+    return Reply(host, done.returncode, done.stdout, done.stderr)
+
+
+def ssh_run_all(hosts: list[Host], opts: SshOptions, remote_argvs: list[list[str]],
+                timeout: float) -> list[Reply]:
+    """remote_argvs[i] on hosts[i], all at once (BatchMode)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not hosts:
+        return []
+    with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+        return list(pool.map(lambda pair: ssh_run(pair[0], opts, pair[1], timeout),
+                             zip(hosts, remote_argvs)))
+
+
+def ssh_push(host: Host, opts: SshOptions, files: list[str], remote_dir: str,
+             timeout: float) -> Reply:
+    """Copy local files into remote_dir (created) as one tar stream over ssh's stdin: no scp,
+    no second connection, works wherever a command does."""
+    import tarfile
+    import threading
+
+    remote = ["sh", "-c", 'mkdir -p "$1" && tar -xf - -C "$1"', "sh", remote_dir]
+    try:
+        proc = subprocess.Popen(ssh_argv(host, opts, remote), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    except OSError as exc:
+        return Reply(host, 255, "", f"cannot run ssh: {exc.strerror}")
+    timer = threading.Timer(timeout, proc.kill)
+    timer.daemon = True  # never keeps the interpreter alive
+    timer.start()
+    try:
+        assert proc.stdin is not None
+        with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:
+            for path in files:
+                tar.add(path, arcname=path.rsplit("/", 1)[-1])
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # ssh ended early (or was killed at the timeout): its stderr says why
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    out = proc.stdout.read() if proc.stdout else b""  # tar -x says nothing unless it fails
+    err = proc.stderr.read() if proc.stderr else b""
+    proc.wait()
+    timer.cancel()
+    code = proc.returncode if proc.returncode >= 0 else None
+    return Reply(host, code, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def ssh_settings(host: Host, opts: SshOptions) -> dict[str, str]:
+    """What ssh would use for this host after ~/.ssh/config (`ssh -G`): hostname, port,
+    userknownhostsfile, hostkeyalias, ... ({} when ssh cannot say)."""
+    argv = ssh_base(host, opts)
+    try:
+        done = subprocess.run(argv[:-2] + ["-G", host.target], capture_output=True, text=True,
+                              timeout=5, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    out: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        key, _unused, value = line.partition(" ")
+        out.setdefault(key, value.strip())
+    return out
 
 
 @dataclass(frozen=True)
@@ -139,7 +223,7 @@ def ssh_hostname(host: Host, opts: SshOptions) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return host.name
     for line in done.stdout.splitlines():
-        key, _, value = line.partition(" ")
+        key, _unused, value = line.partition(" ")
         if key == "hostname":
             return value.strip()
     return host.name

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
-from ddpkit.launch.plan import NodePlan, Plan
+from ddpkit.launch.plan import BOOTSTRAP, NodePlan, Plan
 from ddpkit.launch.remote import SshOptions, describe_ssh_failure, ssh_argv
+from ddpkit.launch.shutdown import describe as describe_shutdown
+from ddpkit.launch.shutdown import split_script_end, worker_death
 from ddpkit.nodeside import source
 
 MARK = "@@ddpkit-node-exit "
@@ -46,6 +48,10 @@ CONSEQUENCE = re.compile(r"Connection closed by peer|Connection reset by peer|re
 WORKER_DIED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
 HEARTBEAT_EVERY = 5.0  # seconds between newlines on every guard's stdin
 HEARTBEAT_TIMEOUT = 30.0  # a guard that hears nothing for this long stops its node
+# Reads the guard's source from stdin's first line and runs it as __main__ (stdlib only).
+GUARD_LOADER = "import sys,json;exec(json.loads(sys.stdin.buffer.readline()))"
+SILENT_S = 2.0  # Ctrl-C after this much silence takes the stacks before the teardown
+STALL_LIMIT_S = 20.0  # taking stacks never holds a teardown longer than this
 COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
 
@@ -91,10 +97,11 @@ class NodeRun:
     agent_error: str = ""  # torchrun's own words, used only when no worker said anything
     own_stderr: deque = field(default_factory=lambda: deque(maxlen=30))  # ssh's own words
     readers: list[threading.Thread] = field(default_factory=list)
+    deaths: list[tuple[int, int]] = field(default_factory=list)  # (code, pid), torchrun's words
 
     def to_dict(self, t0: float) -> dict:
         return {"host": self.plan.host.name, "state": self.state, "exit_code": self.exit_code,
-                "ranks": sorted(self.ranks), "first_error": self.first_error,
+                "nproc": self.plan.nproc, "ranks": sorted(self.ranks), "first_error": self.first_error,
                 "ended_after_s": round(self.ended_at - t0, 3) if self.ended_at else None}
 
 
@@ -106,11 +113,12 @@ class RunResult:
     reason: str  # what ended the run: "", "failure", "SIGINT", "SIGTERM"
     duration_s: float
     log_tail: tuple[str, ...]  # labelled lines, for diagnosis
+    shutdown_crash: str = ""  # the first failure came after the script's end (launch/shutdown.py)
 
     def to_dict(self) -> dict:
         return {"schema": 1, "exit_code": self.exit_code, "first_failure": self.first_failure,
                 "reason": self.reason, "duration_s": round(self.duration_s, 3),
-                "nodes": list(self.nodes)}
+                "shutdown_crash": self.shutdown_crash, "nodes": list(self.nodes)}
 
 
 class Printer:
@@ -151,12 +159,17 @@ class Supervisor:
                  local_python: str = sys.executable, files: dict[str, str] | None = None,
                  on_line: Callable[[str, int | None, str], None] | None = None,
                  hide: re.Pattern | None = None, json_mode: bool = False,
-                 heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> None:
+                 heartbeat_timeout: float = HEARTBEAT_TIMEOUT, hang_timeout: float = 0.0,
+                 on_stall: Callable[[str], object] | None = None, agents=None) -> None:
         self.plan, self.ssh, self.printer = plan, ssh, printer
+        self.agents = agents  # the preflight's sessions, taken over by the guards (agents.py)
+        self.adopted: dict[int, subprocess.Popen] = {}
         self.grace = grace
         self.heartbeat_timeout = heartbeat_timeout
         self.local_python = local_python
-        self.files = files or {}
+        self.files = dict(files or {})
+        if any(BOOTSTRAP in n.argv for n in plan.nodes):
+            self.files.setdefault(BOOTSTRAP.split("/", 1)[1], source("bootstrap"))
         self.on_line = on_line
         self.hide = hide  # worker lines meant for ddpkit, not for the console
         self.json_mode = json_mode
@@ -167,15 +180,42 @@ class Supervisor:
         self.tearing_down_at: float | None = None
         self.hard_kill = False
         self.tail: deque[str] = deque(maxlen=5000)
+        self.script_ends: dict[int, tuple[int, int]] = {}  # worker pid -> (rank, exit code)
         self.stdin_lock = threading.Lock()
         self.t0 = time.monotonic()
+        # --hang-timeout: no line from any node for this long is a hang; on_stall(why) takes
+        # the stacks (in a thread: output keeps flowing, a second Ctrl-C still kills at once)
+        self.hang_timeout, self.on_stall = hang_timeout, on_stall
+        self.last_output = self.t0
+        self.stall: tuple[str, float, threading.Thread] | None = None
+        self.stall_verdict: list = []  # [False]: on_stall found no hang after all
 
     # ---- starting -------------------------------------------------------------------------
     def _argv(self, node: NodeRun) -> list[str]:
-        guard = source("guard")
+        # The guard's source comes first on stdin (one JSON string): `ps` shows this short
+        # loader and the guard's name, not kilobytes of source.
+        cmd = self._guard_args()
         if node.plan.local:
-            return [self.local_python, "-c", guard]
-        return ssh_argv(node.plan.host, self.ssh, [node.plan.argv[0], "-c", guard])
+            return [self.local_python, *cmd]
+        return ssh_argv(node.plan.host, self.ssh, [node.plan.argv[0], *cmd])
+
+    def _adopt(self) -> None:
+        """Turn the preflight's agent on every node into that node's guard: no second SSH
+        login (key exchange, login shell) per node. Nodes it fails on get a session of
+        their own in _start."""
+        agents = self.agents
+        if agents is None:
+            return
+        try:
+            if [n.plan.host for n in self.nodes] == list(agents.hosts):  # not horovodrun's
+                self.adopted = agents.become({i: self._guard_args() for i, n in
+                                              enumerate(self.nodes)
+                                              if n.plan.argv[0] == agents.python})
+        finally:
+            agents.close()
+
+    def _guard_args(self) -> list[str]:
+        return ["-c", GUARD_LOADER, "ddpkit-guard", self.plan.run_id]
 
     def _start(self, node: NodeRun) -> None:
         config = {"argv": list(node.plan.argv), "env": dict(node.plan.env),
@@ -183,8 +223,9 @@ class Supervisor:
                   "files": self.files, "heartbeat": self.heartbeat_timeout,
                   "clean_env": node.plan.clean_env}
         argv = self._argv(node)
+        adopted = self.adopted.pop(self.nodes.index(node), None)
         try:
-            node.proc = subprocess.Popen(
+            node.proc = adopted or subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, start_new_session=True)  # Ctrl-C reaches us, not them
         except OSError as exc:
@@ -198,6 +239,7 @@ class Supervisor:
         assert node.proc.stdin is not None
         node.state = "running"
         try:
+            node.proc.stdin.write((json.dumps(source("guard")) + "\n").encode())
             node.proc.stdin.write((json.dumps(config) + "\n").encode())
             node.proc.stdin.flush()
         except OSError:
@@ -214,6 +256,7 @@ class Supervisor:
 
     # ---- output -----------------------------------------------------------------------------
     def _handle(self, node: NodeRun, stream: str, text: str) -> None:
+        self.last_output = time.monotonic()
         if text.startswith(MARK):
             try:
                 node.marker = json.loads(text[len(MARK):])
@@ -228,8 +271,15 @@ class Supervisor:
             body = body[1:] if body.startswith(" ") else body
         if rank is not None:
             node.ranks.add(rank)
+            body, end, pid = split_script_end(body)
+            if end is not None:  # the bootstrap's end-of-script line: ours, not the user's
+                self.script_ends[pid or -1] = (rank, end)
+                if not body:
+                    return
         elif stream == "err" and not node.plan.local:
             node.own_stderr.append(body)
+        if rank is None and (death := worker_death(body)):
+            node.deaths.append(death)
         self.tail.append(f"{node.plan.host.name}:{rank if rank is not None else '-'} | {body}")
         self._note_error(node, rank, body)
         out = self.printer.err if (stream == "err" or self.json_mode) else self.printer.out
@@ -313,9 +363,9 @@ class Supervisor:
     def request_stop(self, signum: int) -> None:
         """Called from a signal handler: first Ctrl-C tears down, a second one kills at once."""
         name = signal.Signals(signum).name
-        if self.tearing_down_at is not None:
-            self.hard_kill = True
-        self.reason = self.reason or name
+        if self.tearing_down_at is not None or (self.stall and self.stall[0] != "hang"):
+            self.hard_kill = True  # also while the stacks of a first Ctrl-C are being taken
+        self.reason = name if self.reason in ("", "hang") else self.reason
 
     def _kill_stragglers(self) -> None:
         for node in self.nodes:
@@ -349,13 +399,13 @@ class Supervisor:
         beat_stop = threading.Event()
         threading.Thread(target=self._heartbeat, args=(beat_stop,), daemon=True).start()
         try:
+            self._adopt()
             for node in self.nodes:
                 if not self.reason:
                     self._start(node)
             while any(n.state == "running" for n in self.nodes):
                 self._drain(0.02)
-                if self.reason and self.tearing_down_at is None:
-                    self._teardown(self.reason)
+                self._check_stall()
                 for node in self.nodes:
                     if node.state == "running" and node.proc and node.proc.poll() is not None:
                         self._finish(node, node.proc.returncode)
@@ -365,10 +415,56 @@ class Supervisor:
                     self._kill_stragglers()
         finally:
             beat_stop.set()
+            for proc in self.adopted.values():  # taken over, never started (Ctrl-C at once)
+                proc.kill()
+                proc.wait()
             self._close_inputs()  # normally a no-op: every node has ended
             self._kill_stragglers_after(self.grace + 5)
             self.printer.close()
         return self._result()
+
+    def _check_stall(self) -> None:
+        """A silent run (--hang-timeout), or Ctrl-C on a run silent for SILENT_S: take the
+        stacks first (STALL_LIMIT_S at most), then tear down."""
+        if self.tearing_down_at is not None:
+            return
+        now = time.monotonic()
+        if self.stall is not None:
+            why, since, worker = self.stall
+            if worker.is_alive() and not self.hard_kill and now - since <= STALL_LIMIT_S:
+                return
+            alive = self.stall_verdict == [False] or self.last_output > since
+            if why == "hang" and alive and self.reason == "hang" and not self.hard_kill:
+                # on_stall saw a rank busy computing (loading, compiling), or the run spoke
+                # again while its stacks were being taken: not a hang
+                cancel = getattr(self.on_stall, "cancel", None)
+                if cancel is not None:
+                    cancel()  # the callback forgets what it saw
+                self.reason, self.stall, self.last_output = "", None, now
+                return
+            self._teardown(why)
+            return
+        silent = now - self.last_output
+        if self.reason:
+            if self.on_stall and silent >= SILENT_S and self.reason != "failure":
+                self._stall(self.reason)
+            else:
+                self._teardown(self.reason)
+        elif self.hang_timeout and silent >= self.hang_timeout:
+            self.reason = "hang"
+            if self.on_stall:
+                self._stall("hang")
+            else:
+                self._teardown("hang")
+
+    def _stall(self, why: str) -> None:
+        on_stall = self.on_stall
+        assert on_stall is not None
+        self.stall_verdict: list = []
+        worker = threading.Thread(target=lambda: self.stall_verdict.append(on_stall(why)),
+                                  daemon=True)
+        worker.start()
+        self.stall = (why, time.monotonic(), worker)
 
     def _kill_stragglers_after(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -400,7 +496,9 @@ class Supervisor:
             code = 1 if self.first_failure.state == "ssh_error" or rc > 255 else rc
         else:
             code = 0 if all(n.state == "ok" for n in self.nodes) else 1
+        crash = describe_shutdown(self.first_failure.deaths, self.script_ends,
+                                  self.plan.world_size) if self.first_failure else ""
         return RunResult(nodes=tuple(n.to_dict(self.t0) for n in self.nodes), exit_code=code,
                          first_failure=self.first_failure.plan.host.name if self.first_failure else "",
                          reason=self.reason, duration_s=time.monotonic() - self.t0,
-                         log_tail=tuple(self.tail))
+                         log_tail=tuple(self.tail), shutdown_crash=crash)

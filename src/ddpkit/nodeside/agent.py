@@ -10,9 +10,13 @@
 #       -> {"listening": [{"want": 29500, "port": 29500, "error": ""}, ...]}
 #   {"op": "dial", "targets": [{"dst": "node1", "ip": "10.0.0.2", "port": 41234, ...}], "timeout": 3}
 #       -> {"links": [{..., "state": "ok|refused|filtered|no_route|error", "ms": 1.2, "error": ""}]}
+#   {"op": "become", "argv": ["-c", "...", ...]}  -> {"became": true}, then this process execs
+#       sys.executable with argv: the launcher's run (the node guard) takes this session over,
+#       so the node pays for one SSH login, not two. Listeners close at the exec (CLOEXEC).
 # Listeners stay open until stdin closes, so slower peers can still reach them.
 import errno
 import json
+import os
 import socket
 import sys
 import threading
@@ -108,12 +112,25 @@ def answer(msg):
     return {"error": "unknown op %r" % op}
 
 
+def become(argv):
+    """Hand this session (stdin, stdout, stderr) to another program: the launcher sends
+    nothing more until it reads the reply, so no input is left in our buffers."""
+    sys.stdout.write(json.dumps({"became": True}) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable] + [str(a) for a in argv])
+
+
 def main():
     for line in sys.stdin:
         if not line.strip():
             continue
+        msg = None
         try:
-            reply = answer(json.loads(line))
+            msg = json.loads(line)
+            if msg.get("op") == "become":
+                become(msg.get("argv", []))
+            reply = answer(msg)
         except Exception as exc:  # report, never die silently: the launcher waits for a line
             reply = {"error": "%s: %s" % (type(exc).__name__, exc)}
         sys.stdout.write(json.dumps(reply) + "\n")

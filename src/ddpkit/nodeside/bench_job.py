@@ -165,15 +165,18 @@ class Bench:
             if op == "reduce":
                 return (lambda: dist.reduce(buf, dst=root, op=rop)), buf
             return (lambda: dist.broadcast(buf, src=root)), buf
+        # torch 2.13 names them *_single (the *_tensor names warn); older torch has only those
         if op == "all_gather":
             out = torch.zeros(recv, dtype=dtype, device=self.device)
             inp = out[r * send:(r + 1) * send] if in_place else torch.empty(send, dtype=dtype, device=self.device)
             inp.copy_(self.filled(send, dtype, redop))
-            return (lambda: dist.all_gather_into_tensor(out, inp)), out
+            gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+            return (lambda: gather(out, inp)), out
         if op == "reduce_scatter":
             inp = self.filled(send, dtype, redop)
             out = inp[r * recv:(r + 1) * recv] if in_place else torch.zeros(recv, dtype=dtype, device=self.device)
-            return (lambda: dist.reduce_scatter_tensor(out, inp, op=rop)), out
+            scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+            return (lambda: scatter(out, inp, op=rop)), out
         if op == "all_to_all":
             inp = self.filled(send, dtype, redop)
             out = torch.zeros(recv, dtype=dtype, device=self.device)
@@ -272,10 +275,18 @@ class Bench:
         return result
 
 
+def all_gather_object(obj):
+    """Every rank's obj. torch's all_gather_object needs numpy, which `pip install torch` does
+    not bring; ddpkit_objects.py (ddpkit/runtime/objects.py, written beside this file by
+    `ddpkit bench`) needs torch only."""
+    from ddpkit_objects import all_gather_object as gather
+
+    return gather(obj)
+
+
 def run_table(cfg, device):
     b = Bench(cfg, device)
-    hosts = [None] * b.n
-    b.dist.all_gather_object(hosts, "%s %s" % (os.uname()[1], device))
+    hosts = all_gather_object("%s %s" % (os.uname()[1], device))
     if b.rank == 0:
         emit("HEADER", {"world_size": b.n, "backend": b.dist.get_backend(), "hosts": hosts})
     for op in cfg["ops"]:
@@ -310,8 +321,7 @@ def run_pairs(cfg, device):
     size, iters = cfg["pair_size"], cfg["pair_iters"]
     buf = torch.ones(size // 4, dtype=torch.float32, device=device)
     out = torch.empty_like(buf)
-    hosts = [None] * n
-    dist.all_gather_object(hosts, os.uname()[1])
+    hosts = all_gather_object(os.uname()[1])
     for i in range(n):
         for j in range(i + 1, n):
             dist.barrier()

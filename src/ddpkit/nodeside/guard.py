@@ -1,6 +1,8 @@
 # Node guard: runs one node's torchrun and makes sure nothing of it outlives the launcher.
 #
-# stdin, first line: JSON {"argv": [...], "env": {...}, "cwd": "...", "grace": 5,
+# Started as `python -c "<loader>" ddpkit-guard RUN_ID` (see supervise.GUARD_LOADER): the loader
+# reads this source from stdin's first line (a JSON string), so `ps` shows a short command line.
+# stdin, next line: JSON {"argv": [...], "env": {...}, "cwd": "...", "grace": 5,
 #                          "files": {"name": "text"}, "log_dir_flag": true}
 # After that line stdin stays open for the whole run. EOF on stdin means "stop": the launcher
 # closed it (teardown), or it died (SIGKILL), or its SSH session dropped. Then the whole process

@@ -39,12 +39,35 @@ def ipv4_addrs():
 
 
 def torch_version():
+    """(version, CUDA it was built for or "" for a CPU/ROCm build), from torch/version.py."""
     for base in sys.path:
         path = os.path.join(base or ".", "torch", "version.py")
         if os.path.isfile(path):
-            m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", open(path).read())
-            return m.group(1) if m else "unknown"
-    return ""
+            text = open(path).read()
+            m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
+            cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)", text, re.M)
+            return (m.group(1) if m else "unknown"), (cuda.group(1) if cuda else "")
+    return "", ""
+
+
+def executable_problem(workdir, name):
+    """(problem, fix) for a --no-python entry point, started as torchrun does (execvp: a name
+    without '/' is looked up in PATH only, never in the working directory)."""
+    import shutil
+
+    if "/" not in name:
+        if shutil.which(name):
+            return "", ""
+        if os.path.isfile(os.path.join(workdir, name)):
+            return ("not found in PATH (a name without '/' is looked up in PATH, not in the "
+                    "working directory)", "write ./%s" % name)
+        return "command not found in PATH", "give its path, e.g. ./%s" % name
+    path = os.path.join(workdir, name)
+    if not os.path.isfile(path):
+        return "not found in %s" % workdir, "check the path; every node needs it at the same place"
+    if not os.access(path, os.X_OK):
+        return "not executable", "chmod +x %s (and start it with #!/bin/sh or similar)" % name
+    return "", ""
 
 
 def collect(workdir, script, kind, need=""):
@@ -59,6 +82,9 @@ def collect(workdir, script, kind, need=""):
     script_ok = True
     if script and kind == "file":
         script_ok = os.path.isfile(os.path.join(workdir, script) if wd_ok else script)
+    exec_problem, exec_fix = executable_problem(workdir if wd_ok else ".", script) \
+        if script and kind == "exec" else ("", "")
+    torch, torch_cuda = torch_version()
     return {
         "hostname": name,
         "hostname_addrs": resolved,
@@ -66,9 +92,13 @@ def collect(workdir, script, kind, need=""):
         "gpus": len([d for d in glob.glob("/dev/nvidia[0-9]*") if re.search(r"nvidia\d+$", d)]),
         "python": platform.python_version(),
         "executable": sys.executable,
-        "torch": torch_version(),
+        "torch": torch,
+        "torch_cuda": torch_cuda,
         "workdir_ok": wd_ok,
         "script_ok": script_ok,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "exec_problem": exec_problem,
+        "exec_fix": exec_fix,
         "missing": [m for m in need.split(",") if m and importlib.util.find_spec(m) is None],
     }
 

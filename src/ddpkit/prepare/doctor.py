@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ddpkit import __version__
+from ddpkit.i18n import set_language
 from ddpkit.parsers.firewall import judge_port
 from ddpkit.prepare.checks import CheckResult, Snapshot, Status, evaluate, worst
 from ddpkit.prepare.checks.base import STATUS_ORDER
@@ -55,8 +56,13 @@ class DoctorReport:
         return sorted(self.results, key=lambda r: STATUS_ORDER[r.status])
 
 
-def run_doctor(environ: Mapping[str, str] | None = None, port: int | None = None) -> DoctorReport:
+def run_doctor(environ: Mapping[str, str] | None = None, port: int | None = None,
+               lang: str | None = None) -> DoctorReport:
+    """lang: the language of the texts ('en', 'zh_CN'); `check` passes its own to the nodes."""
     from ddpkit.prepare.checks.collect import collect
+
+    if lang:
+        set_language(lang)
 
     snapshot = collect(environ, master_port=port)
     return DoctorReport(snapshot, tuple(evaluate(snapshot)))

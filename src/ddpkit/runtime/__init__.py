@@ -244,8 +244,9 @@ def load_checkpoint(path: str, model: torch.nn.Module, optimizer=None,
     _barrier()
     exists = os.path.exists(path)
     if dist.is_initialized() and dist.get_world_size() > 1:
-        seen = [None] * dist.get_world_size()
-        dist.all_gather_object(seen, exists)
+        from ddpkit.runtime.objects import all_gather_object  # torch's needs numpy
+
+        seen = all_gather_object(exists)
         if len(set(seen)) > 1:
             # rank 0 wrote it to a disk the other nodes do not see: resuming would diverge
             missing = [r for r, ok in enumerate(seen) if not ok]

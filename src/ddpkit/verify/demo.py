@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ddpkit.i18n import _
+
 RESULT_PREFIX = "DDPKIT_DEMO_RESULT "
 
 
@@ -37,10 +39,10 @@ def parse_result(line: str) -> dict | None:
 def judge(results: dict[int, dict], world_size: int, exit_code: int) -> DemoVerdict:
     rs = [results[r] for r in sorted(results)]
     checks = [
-        DemoCheck("run", exit_code == 0, "every node exited 0" if exit_code == 0
-                  else f"the run failed (exit {exit_code})"),
+        DemoCheck("run", exit_code == 0, _('every node exited 0') if exit_code == 0
+                  else _('the run failed (exit {exit_code})').format(exit_code=exit_code)),
         DemoCheck("ranks", len(rs) == world_size,
-                  f"{len(rs)} of {world_size} ranks reported"),
+                  _('{n_rs} of {world_size} ranks reported').format(n_rs=len(rs), world_size=world_size)),
     ]
     if rs:
         fell = [r for r in rs if r["loss_last"] < 0.01 * r["loss_first"]]
@@ -49,12 +51,11 @@ def judge(results: dict[int, dict], world_size: int, exit_code: int) -> DemoVerd
             f"loss {max(r['loss_first'] for r in rs):.3g} -> {max(r['loss_last'] for r in rs):.3g}"))
         checks.append(DemoCheck(
             "true weights", all(r["weight_error"] < 0.05 for r in rs),
-            f"max |w - w_true| = {max(r['weight_error'] for r in rs):.2g}"))
+            _('max |w - w_true| = {max:.2g}').format(max=max(r['weight_error'] for r in rs))))
         same = all(r["params_identical"] for r in rs)
         checks.append(DemoCheck("identical parameters", same,
-                                "all ranks hold the same parameters" if same
-                                else "ranks disagree: gradients were not averaged"))
+                                _('all ranks hold the same parameters') if same
+                                else _('ranks disagree: gradients were not averaged')))
         sums = all(r["allreduce_sum"] == r["allreduce_expected"] for r in rs)
-        checks.append(DemoCheck("all_reduce", sums, f"sum {rs[0]['allreduce_sum']:g}, expected "
-                                f"{rs[0]['allreduce_expected']:g}"))
+        checks.append(DemoCheck("all_reduce", sums, _('sum {allreduce_sum:g}, expected {allreduce_expected:g}').format(allreduce_sum=rs[0]['allreduce_sum'], allreduce_expected=rs[0]['allreduce_expected'])))
     return DemoVerdict(all(c.ok for c in checks), tuple(checks))

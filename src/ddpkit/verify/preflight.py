@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ddpkit.i18n import N_, _, language
 from ddpkit.launch.agents import Agents
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.netcheck import FAIL, WARN, Link, LinkReport, Problem, link_problems, probe_links
@@ -21,10 +22,10 @@ from ddpkit.parsers.ifaces import VIRTUAL_IFACE, is_loopback
 # field -> (label, severity when nodes differ). torch/CUDA/NCCL/Python differences break
 # collectives or pickled objects; the others slow a run down or deserve a look.
 FIELDS = {
-    "python_minor": ("Python (major.minor)", FAIL), "torch": ("torch", FAIL),
-    "cuda": ("torch CUDA build", FAIL), "nccl": ("NCCL", FAIL), "python": ("Python", WARN),
-    "driver": ("NVIDIA driver", WARN), "gpu_model": ("GPU model", WARN),
-    "gpu_count": ("GPU count", WARN), "ddpkit": ("ddpkit", WARN),
+    "python_minor": (N_("Python (major.minor)"), FAIL), "torch": ("torch", FAIL),
+    "cuda": (N_("torch CUDA build"), FAIL), "nccl": ("NCCL", FAIL), "python": ("Python", WARN),
+    "driver": (N_("NVIDIA driver"), WARN), "gpu_model": (N_("GPU model"), WARN),
+    "gpu_count": (N_("GPU count"), WARN), "ddpkit": ("ddpkit", WARN),
 }
 
 
@@ -76,7 +77,7 @@ def run_check(hosts: list[Host], ssh: SshOptions, python: str, port: int,
     with Agents(hosts, local_flags(hosts), ssh, python) as agents:
         probes = probe_with(agents, ssh, python, "", "", False)
         doctor = {"op": "call", "target": "ddpkit.prepare.doctor:run_doctor",
-                  "kwargs": {"port": port}}
+                  "kwargs": {"port": port, "lang": language()}}
         answers = agents.ask([doctor if p.facts else None for p in probes], 90)
         doctors = [((a or {}).get("result"), (a or {}).get("error", "")) for a in answers]
         nodes = [node_check(p, d, e) for p, (d, e) in zip(probes, doctors)]
@@ -88,7 +89,7 @@ def run_check(hosts: list[Host], ssh: SshOptions, python: str, port: int,
             master_ip, ifaces, note = choose_network(reachable)
             it = iter(zip(ifaces, node_addresses(reachable, ifaces)))
             pairs = [next(it) if f is not None else ("", "") for f in facts]
-            links = probe_links(agents, [a for _, a in pairs], port, peers=peers, timeout=timeout)
+            links = probe_links(agents, [a for _unused, a in pairs], port, peers=peers, timeout=timeout)
             recommend = recommendation([h for h, f in zip(hosts, facts) if f is not None],
                                        reachable, master_ip, ifaces, note, port)
     problems = judge(nodes, links, recommend, port, master=hosts[0].name)
@@ -193,15 +194,15 @@ def judge(nodes: list[NodeCheck], links: LinkReport, recommend: dict, port: int,
             out.append(Problem(FAIL, kind, n.host.name, message, fix))
         if n.doctor is None:
             out.append(Problem(WARN, "ddpkit", n.host.name,
-                               f"no doctor report ({n.doctor_error})",
-                               f"{n.facts.get('executable') or 'python'} -m pip install ddpkit "
-                               "(the same version on every node)"))
+                               _('no doctor report ({doctor_error})').format(doctor_error=n.doctor_error),
+                               _('{value} -m pip install ddpkit (the same version on every node)').format(value=n.facts.get('executable') or 'python')))
         for c in (n.doctor or {}).get("checks", []):
             if c["status"] == "fail":
                 out.append(Problem(FAIL, "doctor", n.host.name, f"{c['id']}: {c['summary']}",
                                    c["hint"]))
         addrs = n.facts.get("hostname_addrs", [])
-        if addrs and all(is_loopback(a) for a in addrs):
+        # only peers dial the published address: on one machine loopback is fine (as doctor says)
+        if len(nodes) > 1 and addrs and all(is_loopback(a) for a in addrs):
             iface = (recommend.get("GLOO_SOCKET_IFNAME") or "eth0")
             if isinstance(iface, dict):
                 iface = iface.get(n.host.name, "eth0")
@@ -209,29 +210,22 @@ def judge(nodes: list[NodeCheck], links: LinkReport, recommend: dict, port: int,
                         if a.startswith(iface + " ")), "THIS_NODE_IP")
             out.append(Problem(
                 FAIL, "hostname", n.host.name,
-                f"hostname '{n.facts.get('hostname')}' resolves to {', '.join(addrs)}: Gloo and "
-                "torchrun's c10d publish that address, so peers dial themselves (plain torchrun "
-                "fails on one node and hangs on the others)",
-                f"on {n.host.name}: put '{own} {n.facts.get('hostname')}' in /etc/hosts instead of "
-                f"the loopback line, or export GLOO_SOCKET_IFNAME={iface} NCCL_SOCKET_IFNAME={iface} "
-                "(ddpkit launch does this for you)"))
+                _("hostname '{get}' resolves to {addrs}: Gloo and torchrun's c10d publish that address, so peers dial themselves (plain torchrun fails on one node and hangs on the others)").format(get=n.facts.get('hostname'), addrs=', '.join(addrs)),
+                _("on {name}: put '{own} {get}' in /etc/hosts instead of the loopback line, or export GLOO_SOCKET_IFNAME={iface} NCCL_SOCKET_IFNAME={iface} (ddpkit launch does this for you)").format(name=n.host.name, own=own, get=n.facts.get('hostname'), iface=iface)))
     for m in find_mismatches(nodes):
         shown = ", ".join(f"{h}={v}" for h, v in sorted(m["values"].items()))
         out.append(Problem(m["severity"], "mismatch", ", ".join(m["odd"]),
-                           f"{m['label']} differs between nodes ({shown}); odd one out: "
-                           f"{', '.join(m['odd'])}",
-                           "install the same versions on every node (one venv or container "
-                           "image everywhere), or point --python at the right interpreter"))
+                           _('{label} differs between nodes ({shown}); odd one out: {odd}').format(label=_(m['label']), shown=shown, odd=', '.join(m['odd'])),
+                           _('install the same versions on every node (one venv or container image everywhere), or point --python at the right interpreter')))
     for host, why in links.port_errors.items():
         out.append(Problem(FAIL, "port", f"{host}:{port}",
-                           f"cannot listen on the rendezvous port {port} on {host}: {why}",
-                           f"find the owner: ss -ltnp 'sport = :{port}' on {host}; or use --port "
-                           f"{port + 1}"))
+                           _('cannot listen on the rendezvous port {port} on {host}: {why}').format(port=port, host=host, why=why),
+                           _("find the owner: ss -ltnp 'sport = :{port}' on {host}; or use --port {port2}").format(port=port, host=host, port2=port + 1)))
     for host, why in links.session_errors.items():
-        out.append(Problem(FAIL, "link", host, f"link probe could not run on {host}: {why}",
-                           "check the node by hand"))
+        out.append(Problem(FAIL, "link", host, _('link probe could not run on {host}: {why}').format(host=host, why=why),
+                           _('check the node by hand')))
     out += link_problems(list(links.links), by_name, recommend.get("subnet", ""), port)
     if len(nodes) > 1 and not recommend.get("subnet") and recommend:
         out.append(Problem(WARN, "network", master, recommend.get("note") or "no shared subnet",
-                           "put every node on one network and name hosts by those addresses"))
+                           _('put every node on one network and name hosts by those addresses')))
     return out

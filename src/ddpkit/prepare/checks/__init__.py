@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpkit.i18n import _
 from ddpkit.prepare.checks import envvars, gpu, network, platform, ssh, system, torchbuild
 from ddpkit.prepare.checks.base import STATUS_ORDER, CheckFn, CheckResult, Snapshot, Status
 
@@ -40,7 +41,7 @@ def evaluate(snapshot: Snapshot) -> list[CheckResult]:
             got = fn(snapshot)
         except Exception as exc:  # a bug in one check must not hide the others
             got = CheckResult(f"{area}.{fn.__name__}", Status.SKIP,
-                              f"check failed: {type(exc).__name__}: {exc}")
+                              _('check failed: {name}: {exc}').format(name=type(exc).__name__, exc=exc))
         results.extend(got if isinstance(got, list) else [got])
     return results
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from ddpkit.data import load_toml, nccl_env_vars
+from ddpkit.i18n import _
 from ddpkit.prepare.checks.base import CheckResult, Snapshot, Status
 
 _NCCL_DEBUG_LEVELS = {"VERSION", "WARN", "INFO", "TRACE", "ABORT"}
@@ -22,31 +23,30 @@ def judge_name(name: str) -> CheckResult | None:
     cid = f"env.{name}"
     if name in notes.get("renamed", {}):
         new = notes["renamed"][name]
-        return CheckResult(cid, Status.WARN, f"{name} is the old spelling of {new}",
-                           detail=f"torch reads {new}; the old name is deprecated",
+        return CheckResult(cid, Status.WARN, _('{name} is the old spelling of {new}').format(name=name, new=new),
+                           detail=_('torch reads {new}; the old name is deprecated').format(new=new),
                            hint=f"export {new}=$${name}; unset {name}".replace("$$", "$"))
     if name in notes.get("noop", {}):
-        return CheckResult(cid, Status.WARN, f"{name} does nothing: NCCL does not read it",
-                           detail=notes["noop"][name]["why"],
-                           hint=f"unset {name}; set the timeout with "
-                                "init_process_group(timeout=datetime.timedelta(minutes=60))")
+        return CheckResult(cid, Status.WARN, _('{name} does nothing: NCCL does not read it').format(name=name),
+                           detail=_(notes["noop"][name]["why"]),
+                           hint=_('unset {name}; set the timeout with init_process_group(timeout=datetime.timedelta(minutes=60))').format(name=name))
     if name.startswith("NCCL_"):
         status = nccl.get(name)
         if status == "removed":
-            return CheckResult(cid, Status.WARN, f"{name} was removed from NCCL and has no effect",
+            return CheckResult(cid, Status.WARN, _('{name} was removed from NCCL and has no effect').format(name=name),
                                hint=f"unset {name}")
         if status is None:
             near = _nearest(name, list(nccl))
-            return CheckResult(cid, Status.WARN, f"{name} is not a variable NCCL reads",
-                               detail=f"did you mean {near}?" if near else "",
-                               hint=f"export {near}=... instead" if near else f"unset {name}")
+            return CheckResult(cid, Status.WARN, _('{name} is not a variable NCCL reads').format(name=name),
+                               detail=_('did you mean {near}?').format(near=near) if near else "",
+                               hint=_('export {near}=... instead').format(near=near) if near else f"unset {name}")
     if name.startswith("TORCH_NCCL_"):
         known = notes.get("torch", {}).get("names", [])
         if name not in known:
             near = _nearest(name, known)
-            return CheckResult(cid, Status.WARN, f"{name} is not a variable torch reads",
-                               detail=f"did you mean {near}?" if near else "",
-                               hint=f"export {near}=... instead" if near else f"unset {name}")
+            return CheckResult(cid, Status.WARN, _('{name} is not a variable torch reads').format(name=name),
+                               detail=_('did you mean {near}?').format(near=near) if near else "",
+                               hint=_('export {near}=... instead').format(near=near) if near else f"unset {name}")
     return None
 
 
@@ -74,26 +74,35 @@ def env_vars(s: Snapshot) -> list[CheckResult]:
                 results.append(res)
     debug = s.env.get("NCCL_DEBUG")
     if debug and debug.upper() not in _NCCL_DEBUG_LEVELS:
-        results.append(CheckResult("env.NCCL_DEBUG", Status.WARN, f"NCCL_DEBUG={debug} is not a level",
-                                   hint="export NCCL_DEBUG=INFO (or WARN, TRACE, VERSION)"))
+        results.append(CheckResult("env.NCCL_DEBUG", Status.WARN, _('NCCL_DEBUG={debug} is not a level').format(debug=debug),
+                                   hint=_('export NCCL_DEBUG=INFO (or WARN, TRACE, VERSION)')))
     spec = s.env.get("NCCL_SOCKET_IFNAME")
     if spec and not [n for n in ifname_matches(spec, ifnames) if n != "lo" or "lo" in spec]:
         results.append(CheckResult(
             "env.NCCL_SOCKET_IFNAME", Status.FAIL,
-            f"NCCL_SOCKET_IFNAME={spec} matches no interface here",
+            _('NCCL_SOCKET_IFNAME={spec} matches no interface here').format(spec=spec),
             detail=f"interfaces: {', '.join(ifnames)}",
-            hint="export NCCL_SOCKET_IFNAME=<the interface with the cluster address> (ip -br addr)"))
+            hint=_('export NCCL_SOCKET_IFNAME=<the interface with the cluster address> (ip -br addr)')))
     gloo = s.env.get("GLOO_SOCKET_IFNAME")
     missing = [n for n in (gloo or "").split(",") if n and n not in ifnames]
-    if missing:
+    if gloo and gloo.startswith(("^", "=")):
+        # Gloo compares each comma-separated name exactly (torch ProcessGroupGloo); the '^'
+        # exclusion and '=' exact-match prefixes are NCCL_SOCKET_IFNAME syntax only.
+        good = [n for n in ifname_matches(gloo, ifnames) if n != "lo"]
         results.append(CheckResult(
             "env.GLOO_SOCKET_IFNAME", Status.FAIL,
-            f"GLOO_SOCKET_IFNAME names {', '.join(missing)}, which does not exist here",
+            _("GLOO_SOCKET_IFNAME={gloo} uses NCCL's '{gloo2}' syntax, which Gloo does not have").format(gloo=gloo, gloo2=gloo[0]),
+            detail=_("Gloo takes exact interface names, comma-separated; '^' (exclude) and '=' (exact) work only in NCCL_SOCKET_IFNAME"),
+            hint=_("export GLOO_SOCKET_IFNAME={value} (an exact name; keep the '^...' form for NCCL_SOCKET_IFNAME)").format(value=good[0] if good else '<the cluster interface>')))
+    elif missing:
+        results.append(CheckResult(
+            "env.GLOO_SOCKET_IFNAME", Status.FAIL,
+            _('GLOO_SOCKET_IFNAME names {missing}, which does not exist here').format(missing=', '.join(missing)),
             detail=f"interfaces: {', '.join(ifnames)}",
-            hint="export GLOO_SOCKET_IFNAME=<the interface with the cluster address> (exact name)"))
+            hint=_('export GLOO_SOCKET_IFNAME=<the interface with the cluster address> (exact name)')))
     if not results:
         shown = [n for n in sorted(s.env) if n.startswith(("NCCL_", "TORCH_", "GLOO_"))]
         results.append(CheckResult("env.vars", Status.OK,
-                                   f"{len(shown)} NCCL/TORCH/GLOO variable(s) set, all known",
+                                   _('{n_shown} NCCL/TORCH/GLOO variable(s) set, all known').format(n_shown=len(shown)),
                                    detail=" ".join(shown)))
     return results

@@ -1,4 +1,5 @@
-"""The knowledge base: load signatures.toml once and check every entry."""
+"""The knowledge base: load signatures.toml once, check every entry, and give every regex the
+words a line must contain before it is worth running (the scanner's cheap gate)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,28 @@ from importlib import resources
 
 from ddpkit.data import tomllib
 
+try:  # the regex parser moved in 3.11; only used to find the literal words of a pattern
+    import re._parser as sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_parse  # type: ignore[no-redef]
+
 CATEGORIES = (
     "rendezvous_master_unreachable", "port_in_use_or_firewall", "nccl_interface_selection",
     "nccl_timeout_or_desync", "version_mismatch", "duplicate_gpu_or_wrong_device",
     "shared_memory_docker", "ssh_failure", "oom_cuda_error", "ddp_usage_error",
     "launcher_misuse", "horovod_specific", "p2p_acs_iommu",
 )
+# Answers that no signature gives: an exception in the user's own code, and "no known cause".
+ALL_CATEGORIES = CATEGORIES + ("script_error", "unknown")
+# cause: names the root cause; symptom: what a cause elsewhere leads to (watchdog timeouts);
+# fact: circumstantial (a topology matrix, a test that stopped after its header);
+# echo: says only that something failed (torchrun's summary): never a hypothesis of its own.
+KINDS = ("cause", "symptom", "fact", "echo")
+# Words on most lines of a healthy NCCL_DEBUG=INFO / torchrun log: poor gates.
+COMMON_WORDS = frozenset("""nccl info rank using with from the and for torch cuda device
+process processgroupnccl connected environment variable complete init channel via comm ring
+trees dataloader worker warning default node set setting""".split())
+TOKEN_TABLE = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 
 
 @dataclass(frozen=True)
@@ -22,8 +39,8 @@ class Signature:
     id: str
     category: str
     title: str
-    kind: str  # cause | symptom
-    weight: float
+    kind: str
+    weight: float  # how sure this evidence alone makes the category the root cause (0..1)
     patterns: tuple[re.Pattern, ...]
     requires: tuple[re.Pattern, ...]
     excludes: tuple[re.Pattern, ...]
@@ -31,6 +48,9 @@ class Signature:
     explanation: str
     fix: str
     source: str
+    # For the scanner's gate where a regex has no literal word of its own (lower case): words,
+    # phrases, or word prefixes ending in "*" ("veth*" finds "veth6163fba").
+    anchors: tuple[str, ...] = ()
 
 
 class KnowledgeBaseError(ValueError):
@@ -46,8 +66,8 @@ def parse(data: dict) -> tuple[Signature, ...]:
         seen.add(sid)
         if raw.get("category") not in CATEGORIES:
             raise KnowledgeBaseError(f"{sid}: unknown category {raw.get('category')}")
-        if raw.get("kind") not in ("cause", "symptom"):
-            raise KnowledgeBaseError(f"{sid}: kind must be cause or symptom")
+        if raw.get("kind") not in KINDS:
+            raise KnowledgeBaseError(f"{sid}: kind must be one of {', '.join(KINDS)}")
         for key in ("title", "explanation", "fix", "source", "patterns"):
             if not raw.get(key):
                 raise KnowledgeBaseError(f"{sid}: missing {key}")
@@ -59,7 +79,9 @@ def parse(data: dict) -> tuple[Signature, ...]:
         out.append(Signature(id=sid, category=raw["category"], title=raw["title"],
                              kind=raw["kind"], weight=float(raw.get("weight", 0.5)),
                              explanation=raw["explanation"], fix=raw["fix"],
-                             source=raw["source"], **compiled))
+                             source=raw["source"],
+                             anchors=tuple(w.lower() for w in raw.get("anchors", [])),
+                             **compiled))
     return tuple(out)
 
 
@@ -67,3 +89,76 @@ def parse(data: dict) -> tuple[Signature, ...]:
 def signatures() -> tuple[Signature, ...]:
     text = resources.files(__package__).joinpath("signatures.toml").read_text(encoding="utf-8")
     return parse(tomllib.loads(text))
+
+
+# ---- anchors: a word every matching line contains -------------------------------------------
+def tokens(text: str) -> list[str]:
+    """The words of a line as the gate sees them: ASCII letters and digits, lower case."""
+    return text.translate(TOKEN_TABLE).lower().split()
+
+
+def _runs(items) -> list[str | None]:
+    """The literal characters of a parsed regex sequence; ' ' marks a place that matches only
+    non-word characters (a word boundary), None a place that may match letters."""
+    runs: list[str | None] = [" "]
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            runs.append(chr(av))
+        elif name == "AT" or (name == "IN" and "CATEGORY_SPACE" in str(av)):
+            runs.append(" ")
+        elif name in ("MAX_REPEAT", "MIN_REPEAT") and len(av[2]) == 1 and (
+                "CATEGORY_SPACE" in str(av[2]) or (str(av[2][0][0]) == "LITERAL"
+                                                   and not chr(av[2][0][1]).isalnum())):
+            runs.append(" ")
+        elif name == "SUBPATTERN" and len(av[-1]) and str(av[-1][0][0]) != "BRANCH":
+            runs.extend(_runs(av[-1])[1:-1])
+        else:
+            runs.append(None)
+    # A pattern's own ends count as word boundaries: log words are not glued to letters, and
+    # tests/unit/test_diagnose.py checks that the gate never changes an answer on the corpus.
+    runs.append(" ")
+    return runs
+
+
+def _words(seq: list[str | None]) -> set[str]:
+    """Words that are whole in the line whenever the sequence matches: both ends known."""
+    out, current, start_known = set(), "", True
+    for ch in seq:
+        if ch is not None and ch.isascii() and ch.isalnum():
+            current += ch
+            continue
+        if current and start_known and ch is not None and len(current) >= 3:
+            out.add(current.lower())
+        current, start_known = "", ch is not None
+    return out
+
+
+def _branches(items) -> list:
+    for op, av in items:
+        if str(op) == "BRANCH":
+            return av[1]
+        if str(op) == "SUBPATTERN" and len(av[-1]) == 1 and str(av[-1][0][0]) == "BRANCH":
+            return av[-1][0][1][1]
+    return []
+
+
+def _anchor(items) -> frozenset[str] | None:
+    words = _words(_runs(items))
+    best = max(words, key=lambda w: (w not in COMMON_WORDS, len(w))) if words else None
+    if best is not None and best not in COMMON_WORDS:  # the longest word rare in healthy logs
+        return frozenset([best])
+    alternatives = _branches(items)  # else one rarer word per alternative of a group
+    found = [_anchor(list(alt)) for alt in alternatives]
+    if found and all(a is not None for a in found):
+        union = frozenset().union(*found)
+        if best is None or not union & COMMON_WORDS:
+            return union
+    return frozenset([best]) if best is not None else None
+
+
+@functools.lru_cache(maxsize=None)
+def anchors(rx: re.Pattern) -> frozenset[str] | None:
+    """Words, one per alternative, one of which a line matching rx must contain; None when some
+    alternative has none (then the regex runs on every line)."""
+    return _anchor(list(sre_parse.parse(rx.pattern, rx.flags)))

@@ -1,34 +1,34 @@
-"""Read a failed run's log, find the signatures it shows, rank them: the earliest root cause
-first, consequences (a watchdog timeout on every rank, torchrun's ChildFailedError) after it."""
+"""Turn what the scan found into up to three ranked hypotheses, each with its supporting lines.
+
+Confidence comes from the evidence: every signature that matched contributes its weight (how
+sure that kind of evidence alone makes its category), combined per category as independent
+evidence (1 - prod(1 - w)); a cause seen on several ranks adds a little. Consequences lose to
+causes: when a rank raised an exception of its own, or a cause signature matched, categories
+backed only by symptoms (a watchdog timeout on every rank) or by circumstantial facts rank after
+it with their confidence cut. A Python error in the user's code that no signature explains is
+`script_error`; a failed log with no hypothesis at all is `unknown`, with the decisive lines."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
+from ddpkit.i18n import N_, _
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
+from ddpkit.troubleshoot.diagnose.lines import Line, normalise
+from ddpkit.troubleshoot.diagnose.pyerrors import PLAIN_TYPES, PyException
+from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
 
-# Colour codes, also as pasted into issue threads without their ESC byte ("[0m ").
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^(?:\[[0-9;]{1,5}m)+ ?")
-# Per-rank prefixes a log line may carry, outermost first; each may appear nested in another.
-# Named groups say where the line came from.
-PREFIXES = (
-    re.compile(r"^(?P<host>[\w.\-]+):(?P<rank>\d+|-) +\| "),  # ddpkit launch
-    re.compile(r"^\[rank(?P<rank>\d+)\]: ?"),  # torchrun's tee / torch's own tracebacks
-    re.compile(r"^\[default(?P<local>\d+)\]: ?"),  # torchrun's default tee prefix
-    re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"),  # mpirun/horovodrun
-    re.compile(r"^(?P<rank>\d+): "),  # srun -l
+__all__ = ["Finding", "Report", "diagnose", "diagnose_text", "normalise", "analyse"]
+TIMEOUT_CATEGORIES = {"nccl_timeout_or_desync", "rendezvous_master_unreachable"}
+NEXT_CHECKS = (  # English in JSON; shown translated (N_ marks them for the catalog)
+    N_("ddpkit launch --log-dir runs/last ... then `ddpkit diagnose runs/last`: one log per "
+       "rank, the first rank and host to fail named"),
+    N_("ddpkit check -H <host1>,<host2>: versions, links, interfaces and firewalls between the "
+       "nodes"),
+    N_("ddpkit stacks (while it hangs): where each rank is stuck"),
+    N_("rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL and diagnose that log"),
 )
-CONFIDENCE = {"cause": 1.0, "symptom": 0.5}
-
-
-@dataclass(frozen=True)
-class Line:
-    number: int  # 1-based, in the file
-    text: str  # normalised: no colours, no rank prefixes
-    raw: str
-    where: str  # "node1:3", "rank 3", "" when unknown
 
 
 @dataclass(frozen=True)
@@ -50,77 +50,229 @@ class Finding:
                 "source": self.source, "explanation": self.explanation, "kind": self.kind}
 
 
-def normalise(raw: str, number: int) -> Line:
-    text = ANSI.sub("", raw.rstrip("\r\n"))
-    where: dict[str, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for rx in PREFIXES:
-            m = rx.match(text)
-            if m:
-                for key, value in m.groupdict().items():
-                    if value not in (None, "-"):
-                        where.setdefault(key, value)
-                text = text[m.end():]
-                changed = True
-                break
-    label = ""
-    if "host" in where and "rank" in where:
-        label = f"{where['host']}:{where['rank']}"
-    elif "rank" in where:
-        label = f"rank {where['rank']}"
-    elif "local" in where:
-        label = f"local rank {where['local']}"
-    elif "host" in where:
-        label = where["host"]
-    return Line(number, text, raw.rstrip("\r\n"), label)
+@dataclass
+class Report:
+    findings: list[Finding]
+    decisive: list[dict] = field(default_factory=list)
+    next_checks: tuple[str, ...] = ()
+    failed: bool = False  # the log shows an error at all
+    first_failure: dict = field(default_factory=dict)
+
+    @property
+    def category(self) -> str:
+        return self.findings[0].category if self.findings else "none"
+
+    def to_dict(self) -> dict:
+        out: dict = {"schema": 1, "findings": [f.to_dict() for f in self.findings]}
+        if self.findings or self.failed:
+            out.update(category=self.category, first_failure=self.first_failure,
+                       decisive_lines=self.decisive, next_checks=list(self.next_checks))
+        return out
 
 
-def _evidence(sig: Signature, first: Line, lines: list[Line]) -> dict:
+def _line_dict(line: Line) -> dict:
+    out = {"line": line.number, "text": line.text.strip()[:300]}
+    if line.where:
+        out["where"] = line.where
+    if line.source:
+        out["source"] = line.source
+    return out
+
+
+def _matched(sig: Signature, scan: Scanner) -> list[Hit] | None:
+    hits = [h for h in (scan.hit(rx) for rx in sig.patterns) if h is not None]
+    if not hits or not all(scan.hit(rx) for rx in sig.requires):
+        return None
+    if any(scan.hit(rx) for rx in sig.excludes):
+        return None
+    return sorted(hits, key=lambda h: (h.line.source, h.line.number))
+
+
+def _evidence(sig: Signature, hits: list[Hit], scan: Scanner) -> dict:
+    first = min(hits, key=lambda h: (h.line.time is None, h.line.time or 0, h.line.number)).line
     found: dict = {"line": first.number, "text": first.text.strip()[:300]}
     if first.where:
         found["where"] = first.where
-    for rx in sig.patterns + sig.evidence:
-        for ln in lines:
-            m = rx.search(ln.text)
-            if m:
-                for key, value in m.groupdict().items():
-                    if value is not None and key not in found:
-                        found[key] = value.strip()
-                break
-    places = sorted({ln.where for ln in lines if ln.where and any(rx.search(ln.text) for rx in sig.patterns)})
+    if first.source:
+        found["source"] = first.source
+    for h in hits + [scan.hit(rx) for rx in sig.evidence if scan.hit(rx)]:
+        for key, value in h.groups.items():
+            found.setdefault(key, value.strip())
+    places = sorted(set().union(*(h.places for h in hits)))
     if len(places) > 1:
         found["seen_on"] = places[:16]
     return found
 
 
-def diagnose(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None) -> list[Finding]:
-    lines = [normalise(raw, i) for i, raw in enumerate(raw_lines, 1)]
-    lines = [ln for ln in lines if ln.text.strip()]
-    hits = []
-    for sig in sigs or signatures():
-        first = next((ln for ln in lines if any(rx.search(ln.text) for rx in sig.patterns)), None)
-        if first is None:
+@dataclass
+class Hypothesis:
+    category: str
+    items: list = field(default_factory=list)  # (signature, hits), strongest first
+
+    def confidence(self) -> float:
+        miss = 1.0
+        for sig, hits in self.items:
+            places = len(set().union(*(h.places for h in hits)))
+            w = min(0.97, sig.weight + (0.05 if sig.kind == "cause" and places > 1 else 0.0))
+            miss *= 1 - w
+        return 1 - miss
+
+    def kinds(self) -> set[str]:
+        return {sig.kind for sig, _unused in self.items}
+
+
+def _script_error(scan: Scanner, cause_lines: set) -> tuple[PyException, float] | None:
+    """The first exception a rank raised in its own code, when no signature explains it."""
+    plain = [e for e in scan.tracebacks.exceptions if e.is_plain()
+             and (e.line.source, e.line.number) not in cause_lines]
+    if not plain:
+        return None
+    root = scan.root_cause.get("rank")
+    plain.sort(key=lambda e: (e.line.time is None, e.line.time or 0,
+                              not (root and e.line.where.endswith(root)), not e.frames,
+                              e.line.source, e.line.number))
+    exc = plain[0]
+    if exc.user_frame() and exc.frames and exc.frames[-1] == exc.user_frame():
+        conf = 0.9 if exc.short_type in PLAIN_TYPES else 0.75
+    elif exc.frames:
+        conf = 0.6  # raised inside a library the script called
+    else:
+        conf = 0.65 if exc.short_type in PLAIN_TYPES else 0.45
+    return exc, conf
+
+
+def _script_finding(exc: PyException, conf: float, echoes: bool, same: int) -> Finding:
+    at = f" at {exc.at()}" if exc.at() else ""
+    who = f"every rank ({same})" if same > 1 else exc.who()
+    title = f"{who} raised {exc.describe()}{at}"
+    if echoes and same <= 1:
+        title += "; the other ranks then timed out or failed waiting for it"
+    shell = exc.short_type == "SyntaxError" and any(f[0].endswith(".sh") for f in exc.frames)
+    fix = (_('Fix the error in the script at the line named (run it once without the launcher, e.g. `python train.py` with one process, to iterate faster); the distributed errors on the other ranks are consequences and go away with it.'))
+    if shell:
+        fix = (_('A shell script was run as Python: launch the Python entry point, or run the wrapper as a program: `ddpkit launch --no-python ... wrapper.sh`.'))
+    if exc.short_type in ("ModuleNotFoundError", "ImportError"):
+        fix = (_('Install the missing module in the Python environment the ranks run with (on every node: `ddpkit launch --python /path/to/venv/bin/python` picks it), or remove the import.'))
+    evidence = {"line": exc.line.number, "text": exc.line.text.strip()[:300],
+                "exception": exc.short_type, "message": exc.message.strip()[:200]}
+    if exc.line.where:
+        evidence["where"] = exc.line.where
+    if exc.line.source:
+        evidence["source"] = exc.line.source
+    if exc.at():
+        evidence["at"] = exc.at()
+    return Finding(id="python-exception-in-script", category="script_error", confidence=conf,
+                   title=title, evidence=evidence, fix=fix, source="https://docs.python.org/3/"
+                   "tutorial/errors.html", explanation=_('The script itself raised an exception that is not a distributed failure; the ranks that kept running then waited for the one that died.'), kind="cause", first_line=exc.line.number)
+
+
+def _hypotheses(scan: Scanner, sigs: tuple[Signature, ...]) -> list[Hypothesis]:
+    by_cat: dict[str, Hypothesis] = {}
+    for sig in sigs:
+        if sig.kind == "echo":
             continue
-        if not all(any(rx.search(ln.text) for ln in lines) for rx in sig.requires):
-            continue
-        if any(rx.search(ln.text) for rx in sig.excludes for ln in lines):
-            continue
-        hits.append((sig, first))
-    # Causes before consequences; then the more specific signature; then the one seen first.
-    hits.sort(key=lambda h: (h[0].kind != "cause", -h[0].weight, h[1].number))
-    out, seen_categories = [], set()
-    for sig, first in hits:
-        confidence = sig.weight * CONFIDENCE[sig.kind]
-        if sig.category in seen_categories:
-            confidence *= 0.9  # another signature of a category already found adds little
-        seen_categories.add(sig.category)
-        out.append(Finding(id=sig.id, category=sig.category, confidence=min(confidence, 0.99),
-                           title=sig.title, evidence=_evidence(sig, first, lines), fix=sig.fix,
-                           source=sig.source, explanation=sig.explanation, kind=sig.kind,
-                           first_line=first.number))
+        hits = _matched(sig, scan)
+        if hits:
+            by_cat.setdefault(sig.category, Hypothesis(sig.category)).items.append((sig, hits))
+    for hyp in by_cat.values():
+        hyp.items.sort(key=lambda it: (it[0].kind != "cause", -it[0].weight, it[1][0].line.number))
+    return list(by_cat.values())
+
+
+def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int = 3) -> Report:
+    sigs = sigs or signatures()
+    hyps = _hypotheses(scan, sigs)
+    cause_lines = {(h.line.source, h.line.number) for hyp in hyps for sig, hits in hyp.items
+                   if sig.kind == "cause" for h in hits}
+    script = _script_error(scan, cause_lines)
+    scored: list[tuple[bool, float, Finding]] = []
+    any_cause = script is not None or any("cause" in h.kinds() for h in hyps)
+    for hyp in hyps:
+        conf = hyp.confidence()
+        is_cause = "cause" in hyp.kinds()
+        if any_cause and not is_cause:
+            conf *= 0.4  # a consequence or a circumstance, with a cause in sight
+        sig, hits = hyp.items[0]
+        ev = _evidence(sig, hits, scan)
+        ev["supporting"] = [dict(_line_dict(h.line), signature=s.id)
+                            for s, hs in hyp.items[:5] for h in hs[:1]]
+        scored.append((is_cause, conf, Finding(
+            id=sig.id, category=hyp.category, confidence=min(conf, 0.99), title=_(sig.title),
+            evidence=ev, fix=_(sig.fix), source=sig.source, explanation=_(sig.explanation),
+            kind=sig.kind, first_line=hits[0].line.number)))
+    if script:
+        exc, conf = script
+        others = [e for e in scan.tracebacks.exceptions if e.rank() and e.rank() != exc.rank()]
+        echoes = any(f.category in TIMEOUT_CATEGORIES for _unused, _unused, f in scored) or any(
+            not e.is_plain() for e in others)
+        same = len({e.line.where for e in scan.tracebacks.exceptions
+                    if e.describe() == exc.describe() and e.rank()})
+        earlier = [f for c, _unused, f in scored if c and f.first_line < exc.line.number]
+        if earlier:
+            conf *= 0.7  # a cause signature matched before the exception
+        scored.append((True, conf, _script_finding(exc, conf, echoes, same)))
+    scored.sort(key=lambda s: (not s[0], -s[1]))
+    findings = [f for _unused, _unused, f in scored[:top]]
+    scan.decisive.set_tails([normalise(raw, number, source, where) for q in scan.tail_raw.values()
+                             for number, raw, source, where in q])
+    # A traceback frame is a failure even when the excerpt lost the exception line.
+    failed = bool(findings) or scan.decisive.errors > 0 or bool(scan.tracebacks.exceptions) \
+        or scan.tracebacks.saw_frames
+    report = Report(findings, scan.decisive.lines(), NEXT_CHECKS if failed else (), failed,
+                    first_failure(scan, findings))
+    if failed and not findings:
+        report.findings = [unknown_finding(report)]
+    return report
+
+
+def first_failure(scan: Scanner, findings: list[Finding]) -> dict:
+    """The first rank and host to fail: the rank of the root cause when one was found, else the
+    rank torchrun names as its root cause, else the earliest error (by time where every such
+    line has one, else the first in the log), a rank's own line before a launcher's."""
+    out: dict = {}
+    if scan.root_cause.get("rank"):
+        out["torchrun_root_cause"] = dict(scan.root_cause)
+    top = findings[0] if findings else None
+    if top and top.kind == "cause" and top.evidence.get("where"):
+        out.update({k: top.evidence[k] for k in ("line", "text", "where", "source")
+                    if k in top.evidence})
+        return out
+    firsts = list(scan.decisive.first_error.values())
+    root = scan.root_cause.get("rank")
+    timed = bool(firsts) and all(ln.time is not None for ln in firsts)
+    firsts.sort(key=lambda ln: (not (root and ln.where.endswith(f":{root}")),
+                                not ln.where[-1:].isdigit(),
+                                ln.time if timed else 0, ln.source, ln.number))
+    if firsts:
+        out.update(_line_dict(firsts[0]))
     return out
+
+
+def unknown_finding(report: Report) -> Finding:
+    lines = report.decisive
+    first = next((d for d in lines if d["why"].startswith("first error")), lines[0] if lines
+                 else {"line": 0, "text": ""})
+    evidence = {"line": first["line"], "text": first["text"], "decisive_lines": lines}
+    if first.get("where"):
+        evidence["where"] = first["where"]
+    return Finding(id="unknown", category="unknown", confidence=0.0,
+                   title=_('no known cause in this log; read the decisive lines and run the checks'),
+                   evidence=evidence, fix="; ".join(report.next_checks), source="",
+                   explanation=_('No signature of the knowledge base and no Python exception of the script explains this failure.'), kind="unknown",
+                   first_line=first["line"])
+
+
+def diagnose_report(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None,
+                    gate: bool = True) -> Report:
+    sigs = sigs or signatures()
+    scan = Scanner(sigs, gate=gate)
+    scan.feed_all(raw_lines)
+    return analyse(scan, sigs)
+
+
+def diagnose(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None) -> list[Finding]:
+    """The ranked findings (empty for a log that shows no failure at all)."""
+    return diagnose_report(raw_lines, sigs).findings
 
 
 def diagnose_text(text: str) -> list[Finding]:

@@ -1,0 +1,131 @@
+"""How often does `ddpkit diagnose` name the right cause of a real log it was not written from?
+
+The corpus is tests/fixtures/diagnose (each log with the URL of its thread and the cause the
+thread confirmed). The split is frozen by folder and checked by repository (see
+tests/diagnose_corpus.py SPLITS): the signatures were written from "train"; "heldout" and
+"unseen" are measured; a held-out log from a repository that also appears in train (or is the
+source of a signature) is counted separately, since its thread may have shaped a rule.
+
+Prints, per split: top-1 and top-3 accuracy and how many answers were non-empty; for the
+held-out logs: per-category precision and recall and the confusion matrix; and the findings on
+healthy logs (the aim there is none).
+
+    python benchmarks/diagnose_eval.py [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from ddpkit.troubleshoot.diagnose.kb import signatures  # noqa: E402
+from ddpkit.troubleshoot.diagnose.matcher import diagnose_report  # noqa: E402
+from tests.diagnose_corpus import load_corpus  # noqa: E402
+
+SHORT = {"rendezvous_master_unreachable": "rdzv", "port_in_use_or_firewall": "port",
+         "nccl_interface_selection": "iface", "nccl_timeout_or_desync": "tmout",
+         "version_mismatch": "vers", "duplicate_gpu_or_wrong_device": "dupgpu",
+         "shared_memory_docker": "shm", "ssh_failure": "ssh", "oom_cuda_error": "oom",
+         "ddp_usage_error": "ddp", "launcher_misuse": "launch", "horovod_specific": "hvd",
+         "p2p_acs_iommu": "p2p", "script_error": "script", "unknown": "unk", "none": "none"}
+
+
+def train_repos(cases) -> set[str]:
+    repos = {c.repo for c in cases if c.split == "train"}
+    for sig in signatures():
+        if "github.com/" in sig.source:
+            repos.add("/".join(sig.source.split("github.com/")[1].split("/")[:2]).lower())
+    return repos
+
+
+def answer(case):
+    report = diagnose_report(case.text.splitlines())
+    cats = [f.category for f in report.findings]
+    return report, cats
+
+
+def score(rows):
+    n = len(rows)
+    top1 = sum(1 for want, cats, _ in rows if cats and cats[0] == want)
+    top3 = sum(1 for want, cats, _ in rows if want in cats[:3])
+    nonempty = sum(1 for _, cats, _ in rows if cats)  # a category, or "unknown" with its lines
+    return n, top1, top3, nonempty
+
+
+def pct(a, n):
+    return f"{a}/{n} ({100 * a / n:.0f}%)" if n else "-"
+
+
+def matrix(rows) -> None:
+    cats = sorted({w for w, _, _ in rows} | {c[0] if c else "none" for _, c, _ in rows},
+                  key=lambda c: SHORT.get(c, c))
+    grid = defaultdict(Counter)
+    for want, got, _ in rows:
+        grid[want][got[0] if got else "none"] += 1
+    print("confusion (rows: true category, columns: top answer)")
+    print(" " * 8 + "".join(f"{SHORT.get(c, c)[:6]:>7}" for c in cats))
+    for want in cats:
+        if not grid[want]:
+            continue
+        print(f"{SHORT.get(want, want)[:7]:>7} " + "".join(
+            f"{grid[want][c] or '.':>7}" for c in cats))
+
+
+def per_category(rows) -> None:
+    print("per category: precision (of top answers) / recall (of true logs)")
+    true = Counter(w for w, _, _ in rows)
+    said = Counter(c[0] for _, c, _ in rows if c)
+    right = Counter(w for w, c, _ in rows if c and c[0] == w)
+    for cat in sorted(set(true) | set(said), key=lambda c: -true[c]):
+        print(f"  {cat:32} n={true[cat]:3}  precision {pct(right[cat], said[cat]):>12}  "
+              f"recall {pct(right[cat], true[cat]):>12}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-v", "--verbose", action="store_true", help="list every miss")
+    args = parser.parse_args()
+    cases = load_corpus()
+    trained = train_repos(cases)
+    groups = defaultdict(list)
+    misses = []
+    healthy_findings = []
+    for case in cases:
+        report, cats = answer(case)
+        if case.split == "healthy":
+            if report.findings:
+                healthy_findings.append((case.path.name, cats))
+            continue
+        split = case.split
+        if split != "train" and case.repo in trained:
+            split += " (repository also in train)"
+        groups[split].append((case.category, cats, report))
+        if not cats or cats[0] != case.category:
+            misses.append((split, case.path.name, case.category, cats[:3]))
+    print(f"{len(cases)} logs; {len(trained)} repositories in train (corpus + signature sources)")
+    for split in sorted(groups):
+        n, top1, top3, nonempty = score(groups[split])
+        print(f"{split:38} n={n:3}  top-1 {pct(top1, n):>12}  top-3 {pct(top3, n):>12}  "
+              f"non-empty {pct(nonempty, n):>12}")
+    held = [r for s, rows in groups.items() if not s.startswith("train") for r in rows]
+    n, top1, top3, nonempty = score(held)
+    print(f"{'all held-out':38} n={n:3}  top-1 {pct(top1, n):>12}  top-3 {pct(top3, n):>12}  "
+          f"non-empty {pct(nonempty, n):>12}")
+    healthy = sum(1 for c in cases if c.split == "healthy")
+    print(f"healthy logs: {healthy}, with a finding: {len(healthy_findings)} "
+          f"{healthy_findings[:5] if healthy_findings else ''}")
+    per_category(held)
+    matrix(held)
+    if args.verbose:
+        for split, name, want, got in misses:
+            print(f"miss [{split}] {name}: want {want}, got {got}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""One log line as the matcher sees it: colours and per-rank prefixes removed, where it came from
+(host, rank) and when (a timestamp, where the line has one)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+# Colour codes, also as pasted into issue threads without their ESC byte ("[0m ").
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^(?:\[[0-9;]{1,5}m)+ ?")
+# Per-rank prefixes a log line may carry, outermost first; each may appear nested in another.
+# Named groups say where the line came from.
+PREFIXES = (
+    re.compile(r"(?P<host>[\w.\-]+):(?P<rank>\d+|-) +\| "),  # ddpkit launch
+    re.compile(r"\[rank(?P<rank>\d+)\]: ?"),  # torchrun's tee / torch's own tracebacks
+    re.compile(r"\[default(?P<local>\d+)\]: ?"),  # torchrun's default tee prefix
+    re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"),  # mpirun/horovodrun
+    re.compile(r"(?P<rank>\d+): "),  # srun -l
+)
+MAX_LINE = 4000  # longer lines are cut: no regex ever sees an unbounded line
+
+# Timestamps at the start of a line (after its prefixes): ISO / Python logging, and glog
+# (torch's C++ logs: "[E501 12:34:56.789 ..." / "E0501 12:34:56.789 ...").
+ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int  # 1-based, in its file
+    text: str  # normalised: no colours, no rank prefixes
+    raw: str
+    where: str  # "node1:3", "rank 3", "" when unknown
+    source: str = ""  # the file it came from, in a run directory
+    time: float | None = None  # seconds, comparable between lines of the same log format
+
+    def place(self) -> str:
+        at = f"{self.source}:{self.number}" if self.source else f"line {self.number}"
+        return f"{at} ({self.where})" if self.where else at
+
+
+def timestamp(text: str) -> float | None:
+    m = ISO.match(text)
+    if m:
+        y, mo, d, h, mi, s, frac = m.groups()
+        try:
+            day = datetime.date(int(y), int(mo), int(d)).toordinal()
+        except ValueError:
+            return None
+        return day * 86400.0 + int(h) * 3600 + int(mi) * 60 + int(s) + float(f"0.{frac or 0}")
+    m = GLOG.match(text)
+    if m:  # no year in glog: good enough to order the lines of one run
+        mo, d, h, mi, s, frac = m.groups()
+        return ((int(mo) * 31 + int(d)) * 86400.0 + int(h) * 3600 + int(mi) * 60 + int(s)
+                + float(f"0.{frac}"))
+    return None
+
+
+def _prefixes_for(text: str) -> tuple:
+    """The prefix patterns that can match this line (by its first characters)."""
+    head = text[:2]
+    if head == "[r":
+        return PREFIXES[1:2]
+    if head == "[d":
+        return PREFIXES[2:3]
+    if head[:1] == "[":
+        return PREFIXES[3:4]
+    if " | " in text[:80]:
+        return PREFIXES[0:1] + (PREFIXES[4:5] if head[:1].isdigit() else ())
+    return PREFIXES[4:5] if head[:1].isdigit() else ()
+
+
+def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:
+    raw = raw.rstrip("\r\n")[:MAX_LINE]
+    text = ANSI.sub("", raw) if ("\x1b" in raw or raw[:1] == "[") else raw
+    found: dict[str, str] = {}
+    # Every prefix starts with "[" or a digit, or holds " | " early: most lines have none.
+    changed = bool(text) and (text[0] == "[" or text[0].isdigit() or " | " in text[:80])
+    while changed and text:
+        changed = False
+        for rx in _prefixes_for(text):
+            m = rx.match(text)
+            if m:
+                for key, value in m.groupdict().items():
+                    if value not in (None, "-"):
+                        found.setdefault(key, value)
+                text = text[m.end():]
+                changed = True
+                break
+    label = where
+    if "host" in found and "rank" in found:
+        label = f"{found['host']}:{found['rank']}"
+    elif "rank" in found:
+        label = f"rank {found['rank']}"
+    elif "local" in found:
+        label = f"local rank {found['local']}"
+    elif "host" in found:
+        label = found["host"]
+    stamp = timestamp(text) if text[:1] in "[0123456789IWEF" else None
+    return Line(number, text, raw, label, source, stamp)

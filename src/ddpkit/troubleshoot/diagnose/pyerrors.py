@@ -1,0 +1,192 @@
+"""Python exceptions in a log, per rank, and the lines that decide a diagnosis when no signature
+does: each rank's first error, the last lines before a silence, the command that was run."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from ddpkit.troubleshoot.diagnose.lines import Line
+
+FRAME = re.compile(r'\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+EXCEPTION = re.compile(
+    r"(?P<type>(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
+    r"|KeyError|StopIteration|AssertionError))(?::\s?(?P<msg>.*))?$")
+# Paths of library code: an exception raised there is not "the user's line".
+LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/torch/|<frozen|^<")
+# Messages that belong to a distributed failure (an echo or a cause with its own signature).
+DISTRIBUTED = re.compile(
+    r"(?i)nccl|gloo|c10d|process ?group|rendezvous|tcpstore|socket|connection|timed? ?out|"
+    r"timeout|watchdog|barrier|collective|all_?reduce|all_?gather|broadcast|cuda|out of memory|"
+    r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
+    r"local_rank|world_size|master_addr|master_port|init_process_group|\bdevice")
+NOT_SCRIPT = {"ChildFailedError", "DistBackendError", "DistStoreError", "DistNetworkError",
+              "DistError", "ProcessRaisedException", "ProcessExitedException", "SignalException",
+              "KeyboardInterrupt", "SystemExit", "RendezvousClosedError", "CalledProcessError",
+              "BrokenPipeError", "ConnectionResetError", "ConnectionRefusedError", "TimeoutError"}
+PLAIN_TYPES = {"KeyError", "ModuleNotFoundError", "ImportError", "SyntaxError", "NameError",
+               "AttributeError", "TypeError", "ValueError", "IndexError", "FileNotFoundError",
+               "AssertionError", "ZeroDivisionError", "IndentationError", "UnboundLocalError",
+               "NotImplementedError", "RecursionError", "UnicodeDecodeError", "JSONDecodeError",
+               "PermissionError", "IsADirectoryError", "StopIteration", "OverflowError"}
+# (Each alternative holds one of the scanner's MARKS, so the lines it reads include them all.)
+ERRORISH = re.compile(
+    r"Traceback|\b[A-Z]\w*(?:Error|Exception)\b|(?i:\berror\b|\bfailed\b|\bfatal\b|\bkilled\b|"
+    r"\baborted\b|permission denied|connection refused|timed out|out of memory|undefined symbol|"
+    r"\btimeout\b(?!['\"]?\s*[=:]\s*['\"]?\d|\s*=|\()|exit(?:ed)?(?: with)?(?: status| code):? ?-?[1-9]|"
+    r"exitcode\s*:\s*-?[1-9])")
+# Lines that show an error word yet are routine: glog info/warning lines, Python warnings,
+# deprecations, NCCL's INFO chatter, summaries that count zero errors.
+ROUTINE = re.compile(r"^\[?[IW]\d{4} |(?i:warning|deprecat|will be removed|\b0 errors?\b|"
+                     r"no errors?|errors?: 0|#\s*wrong|error_file: <N/A>|help message|"
+                     r"help / error messages|libibverbs|libnccl-net|NET/Plugin|"
+                     r"could not find a path for pattern)|NCCL INFO|\bINFO\b")
+COMMAND = re.compile(
+    r"(?:[$#>] |\+ )?(?:\w+=\S* )*(?:\S*/)?(?:torchrun|python[\d.]* -m torch\.distributed\.(?:run|launch)"
+    r"|ddpkit (?:launch|demo|bench)(?!:)|mpirun|mpiexec|horovodrun|deepspeed|accelerate launch|srun|"
+    r"python[\d.]* \S+\.py|bash \S+\.sh|sh \S+\.sh)\b")
+COMMAND_WORDS = ("torchrun", "python", "ddpkit", "mpirun", "mpiexec", "horovodrun", "deepspeed",
+                 "accelerate", "srun", "bash", "sh ")
+ERROR_GATE = re.compile("error|traceback|fail|fatal|exception|killed|abort|denied|refused|exit|"
+                        "timed out|timeout|out of memory|undefined symbol")
+
+
+@dataclass
+class PyException:
+    line: Line
+    type: str
+    message: str
+    frames: list[tuple[str, int, str]] = field(default_factory=list)  # path, line, function
+
+    @property
+    def short_type(self) -> str:
+        return self.type.rsplit(".", 1)[-1]
+
+    def user_frame(self) -> tuple[str, int, str] | None:
+        """The deepest frame in the user's own code (not a library)."""
+        return next((f for f in reversed(self.frames) if not LIBRARY.search(f[0])), None)
+
+    def is_plain(self) -> bool:
+        """A Python error of the script itself, not a distributed failure or its echo."""
+        if self.short_type in NOT_SCRIPT or self.short_type.startswith("Dist"):
+            return False
+        return not DISTRIBUTED.search(self.message) and not DISTRIBUTED.search(self.type)
+
+    def at(self) -> str:
+        frame = self.user_frame() or (self.frames[-1] if self.frames else None)
+        if frame is None:
+            return ""
+        return f"{frame[0].rsplit('/', 1)[-1]}:{frame[1]}"
+
+    def who(self) -> str:
+        """'rank 1 (node0)' from 'node0:1', 'rank 1' from 'rank 1'."""
+        host, _, rank = self.line.where.rpartition(":")
+        if host and rank.isdigit():
+            return f"rank {rank} ({host})"
+        return self.line.where or "a process"
+
+    def rank(self) -> str:
+        m = re.search(r"(\d+)$", self.line.where)
+        return m.group(1) if m else ""
+
+    def describe(self) -> str:
+        msg = f": {self.message.strip()}" if self.message.strip() else ""
+        return f"{self.short_type}{msg}"[:240]
+
+
+class Tracebacks:
+    """Follows tracebacks per source (rank) as lines stream in; keeps every exception seen."""
+
+    def __init__(self, limit: int = 400) -> None:
+        self.frames: dict[str, list[tuple[str, int, str]]] = {}
+        self.exceptions: list[PyException] = []
+        self.saw_frames = False
+        self.limit = limit
+
+    def feed(self, line: Line) -> None:
+        text = line.text
+        key = line.source + "|" + line.where
+        if text.startswith("Traceback (most recent call last)"):
+            self.frames[key] = []
+            return
+        stack = self.frames.get(key)
+        if "File \"" in text:
+            m = FRAME.match(text)
+            if m:  # a SyntaxError shows its frame without a "Traceback" line
+                self.saw_frames = True
+                if stack is None:
+                    stack = self.frames[key] = []
+                stack.append((m["path"], int(m["line"]), m["func"] or ""))
+                return
+        if text[:1].isspace() or not text:
+            return
+        m = EXCEPTION.match(text) if ("Error" in text or "Exception" in text
+                                      or "Exit" in text or "Interrupt" in text
+                                      or "StopIteration" in text) else None
+        if m and len(self.exceptions) < self.limit:
+            self.exceptions.append(PyException(line, m["type"], m["msg"] or "",
+                                               list(stack or [])))
+        if stack is not None and m:
+            self.frames.pop(key, None)
+
+
+class Decisive:
+    """Each source's first error line, its last lines, and the command lines."""
+
+    def __init__(self, tail: int = 3) -> None:
+        self.first_error: dict[str, Line] = {}
+        self.tails: dict[str, deque[Line]] = {}
+        self.commands: list[Line] = []
+        self.errors = 0
+        self.tail = tail
+
+    def feed(self, line: Line, low: str) -> None:
+        key = line.where or line.source
+        text = line.text.lstrip()
+        # The command is looked for among the first lines of each source only (the scanner
+        # reads those one by one; later lines only when they hold an error word).
+        if len(self.commands) < 3 and line.number <= 60 and len(text) < 600 and (
+                text.startswith(COMMAND_WORDS + ("$", "#", ">", "+")) or "=" in text[:60]):
+            if COMMAND.match(text):
+                self.commands.append(line)
+        if ERROR_GATE.search(low) and ERRORISH.search(line.text) \
+                and not ROUTINE.search(line.text):
+            self.errors += 1
+            self.first_error.setdefault(key, line)
+
+    def set_tails(self, lines: list[Line]) -> None:
+        """The last lines of the log, in order: each source keeps its last `tail`."""
+        for line in lines:
+            if not line.text.strip():
+                continue
+            key = line.where or line.source
+            q = self.tails.get(key)
+            if q is None:
+                if len(self.tails) >= 256:
+                    continue
+                q = self.tails[key] = deque(maxlen=self.tail)
+            q.append(line)
+
+    def lines(self, limit: int = 12) -> list[dict]:
+        """What a person should read first, in order: commands, first errors, the last lines."""
+        out: list[dict] = []
+        seen: set[tuple[str, int]] = set()
+
+        def add(line: Line, why: str) -> None:
+            if (line.source, line.number) in seen or len(out) >= limit:
+                return
+            seen.add((line.source, line.number))
+            out.append({"line": line.number, "where": line.where, "source": line.source,
+                        "text": line.text.strip()[:300], "why": why})
+
+        for ln in self.commands[:2]:
+            add(ln, "command")
+        firsts = sorted(self.first_error.values(),
+                        key=lambda ln: (ln.time is None, ln.time or 0, ln.source, ln.number))
+        for ln in firsts[:6]:
+            add(ln, "first error" + (f" of {ln.where}" if ln.where else ""))
+        for key, q in list(self.tails.items())[:4]:
+            for ln in q:
+                add(ln, "last lines" + (f" of {key}" if key else ""))
+        return out

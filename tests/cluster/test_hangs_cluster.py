@@ -1,0 +1,155 @@
+"""Hangs on the 3-node virtual cluster: `launch --hang-timeout` names the straggler within
+hang-timeout + 15 s and leaves nothing behind; `ddpkit stacks` finds a running launch through
+its run record, or any torchrun job with -H (a wrong --nnodes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ddpkit
+from tests.launching import SCRIPTS, Running
+
+HANG_TIMEOUT = 4  # short on purpose; the README explains the default (off)
+WORKER_LINE = re.compile(r"^node\d:\d+ +\| (READY|STEP|DONE)")
+
+
+class Timed(Running):
+    """Running, with the arrival time of every line."""
+
+    def _read(self) -> None:
+        self.stamps: list[tuple[float, str]] = []
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.stamps.append((time.monotonic(), line.rstrip("\n")))
+            self.lines.append(line.rstrip("\n"))
+
+    def seconds_between(self, first: re.Pattern, then: str) -> float:
+        """From the last line matching `first` to the first line containing `then`."""
+        last = max(t for t, ln in self.stamps if first.search(ln))
+        named = min(t for t, ln in self.stamps if then in ln)
+        return named - last
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers_after(vcluster):
+    yield
+    assert vcluster.wait_no_leftovers(15) == {}, "processes of a run outlived it"
+
+
+def start(vc, mode: str, port: int, steps: int = 6) -> Timed:
+    return Timed(["launch", "--ssh-config", str(vc.ssh_config), "-H", vc.hosts_spec(1),
+                  "--port", str(port), "--hang-timeout", str(HANG_TIMEOUT),
+                  "--env", f"HANG_MODE={mode}", "--env", f"HANG_STEPS={steps}",
+                  str(SCRIPTS / "hang.py")])
+
+
+def host_of_rank(out: str, rank: int) -> str:
+    return re.search(rf"^(node\d):{rank} +\| READY rank={rank}", out, re.M).group(1)
+
+
+EXPECT = {
+    "sleep": r"evaluate\(\) at hang\.py:\d+, never reached the all_reduce",
+    "desync": r"barrier at hang\.py:\d+, while the others wait in all_reduce at hang\.py:\d+: "
+              r"the ranks call different collectives \(a desync",
+    "noinit": r"module code at hang\.py:\d+, never reached the init_process_group",
+}
+
+
+def test_hangs_are_named_within_hang_timeout_plus_15s(vcluster):
+    """Three hung runs and a healthy one with a slow rank, side by side on the cluster (each
+    on its own rendezvous port): CI time is one run's, not four."""
+    runs = {mode: start(vcluster, mode, 29610 + 10 * i) for i, mode in enumerate(EXPECT)}
+    runs["slow"] = start(vcluster, "slow", 29650, steps=4)
+    try:
+        for run in runs.values():
+            run.wait(timeout=180)
+    finally:
+        for run in runs.values():
+            run.kill()
+    for mode, odd_line in EXPECT.items():
+        run, out = runs[mode], runs[mode].output
+        assert run.proc.returncode == 1, f"{mode}:\n{out}"
+        host = host_of_rank(out, 1)
+        assert re.search(rf"! rank 1 \({host}\): {odd_line}", out), f"{mode}:\n{out}"
+        assert f"straggler: rank 1 ({host})" in out, f"{mode}:\n{out}"
+        assert "HUNG:" in out and "got signal" not in out.split("ddpkit launch: summary")[-1]
+        took = run.seconds_between(WORKER_LINE, "straggler:")
+        assert took <= HANG_TIMEOUT + 15, f"{mode}: named {took:.1f} s after the last output"
+    # rank 1 takes 1.5 s more per step than the others: silent gaps, but no hang
+    slow = runs["slow"]
+    assert slow.proc.returncode == 0, slow.output
+    assert slow.output.count("DONE rank=") == 3 and "HUNG" not in slow.output
+
+
+def test_stacks_of_a_running_launch_and_ctrl_c_on_a_silent_run(vcluster, tmp_path):
+    env = {"DDPKIT_RUNS_DIR": str(tmp_path)}
+    run = Running(["launch", "--ssh-config", str(vcluster.ssh_config), "-H",
+                   vcluster.hosts_spec(1), str(SCRIPTS / "sleeper.py")], env=env)
+    where = "ranks 0-2 (node0, node1, node2): module code at sleeper.py:13"
+    try:
+        run.ready_pids(3, timeout=90)
+        running = json.loads(ddpkit("runs", "--json", env=env).stdout)["runs"]
+        assert [r["state"] for r in running] == ["running"]
+        done = ddpkit("stacks", env=env)  # the running launch, found through its record
+        assert done.returncode == 0, done.stderr
+        assert where in done.stdout and "3 node(s), 3 rank(s)" in done.stdout
+        time.sleep(2)  # silent for longer than SILENT_S
+        run.proc.send_signal(signal.SIGINT)
+        assert run.wait(timeout=60) == 130
+    finally:
+        run.kill()
+    out = run.output
+    assert "STOPPED by SIGINT" in out
+    assert "interrupted (SIGINT) on a silent run; where every rank was:" in out and where in out
+    assert "got signal" not in out.split("ddpkit launch: summary")[-1]
+    (rec,) = json.loads(ddpkit("runs", "--json", env=env).stdout)["runs"]
+    assert rec["state"] == "interrupted" and rec["exit_code"] == 130
+    assert rec["hosts"] == ["node0", "node1", "node2"]
+    files = set(os.listdir(rec["dir"]))
+    assert {"record.json", "plan.json", "facts.json", "summary.json", "stacks.json",
+            "stacks.txt", "rank0.log", "rank1.log", "rank2.log"} <= files, files
+    saved = ddpkit("stacks", "--last", env=env)
+    assert saved.returncode == 0 and where in saved.stdout
+
+
+def test_wrong_nnodes_in_a_plain_torchrun_job(vcluster):
+    """torchrun started by hand on the 3 nodes with --nnodes 4 waits in the rendezvous
+    forever; `ddpkit stacks -H` says so."""
+    rid = "wrong-nnodes-test"
+    master = vcluster.nodes[0].ip
+    procs = []
+    for node in vcluster.nodes:
+        enter = ["nsenter", "-t", str(node.sshd.pid), "-n", "-m", "-u", "--"]
+        procs.append(subprocess.Popen(
+            enter + [sys.executable, "-m", "torch.distributed.run", "--nnodes", "4",
+                     "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                     "--rdzv-endpoint", f"{master}:29655", "--rdzv-id", rid,
+                     "--local-addr", node.ip, str(SCRIPTS / "sleeper.py")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    try:
+        # until every node's torchrun has reached the rendezvous (a slow start on a loaded
+        # machine first shows "never joined: node1", which is right at that moment)
+        want = "rendezvous incomplete: node0, node1, node2 wait(s) for the other nodes"
+        deadline, out = time.monotonic() + 60, ""
+        while time.monotonic() < deadline and want not in out:
+            time.sleep(1)
+            done = ddpkit("stacks", "--ssh-config", str(vcluster.ssh_config), "-H",
+                          vcluster.hosts_spec(1), "--run-id", rid)
+            out = done.stdout + done.stderr
+        assert want in out
+        assert "torchrun --nnodes 4 but only 3 node(s) run it" in out
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+

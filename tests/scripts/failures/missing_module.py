@@ -1,0 +1,2 @@
+"""Imports a module that is not installed (an old test helper)."""
+import mock  # noqa: F401
