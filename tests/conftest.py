@@ -15,6 +15,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
 PYTHON = sys.executable
+# The tests read ddpkit's English messages: a Chinese locale on the test machine must not
+# change them (tests/unit/test_i18n.py switches languages itself).
+os.environ["LC_ALL"] = "C.UTF-8"
+os.environ.pop("LANGUAGE", None)
 
 
 def pytest_collection_modifyitems(config, items):

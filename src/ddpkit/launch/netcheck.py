@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 from ddpkit.launch.agents import Agents
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.remote import Reply, describe_ssh_failure
@@ -102,14 +102,14 @@ def _fw(nodes: Mapping[str, Any], host: str) -> str:
     return fw if fw and fw != "none" else "iptables"
 
 
-_CAUSE = {
-    "filtered": "dropped: a firewall on {dst} drops it",
-    "refused": "refused although a listener was up: a firewall on {dst} rejects it",
-    "no_route": "no route to {dst} at {ip}",
-    "error": "connect failed on {dst} at {ip}",
+_CAUSE = {  # translated where shown (N_ marks them for the catalog)
+    "filtered": N_("dropped: a firewall on {dst} drops it"),
+    "refused": N_("refused although a listener was up: a firewall on {dst} rejects it"),
+    "no_route": N_("no route to {dst} at {ip}"),
+    "error": N_("connect failed on {dst} at {ip}"),
 }
-_WAIT = {"rendezvous": " (plain torchrun would wait ~15 min, then fail)",
-         "peer": " (Gloo/NCCL would hang until their timeout, 30 min by default)"}
+_WAIT = {"rendezvous": N_(" (plain torchrun would wait ~15 min, then fail)"),
+         "peer": N_(" (Gloo/NCCL would hang until their timeout, 30 min by default)")}
 
 
 def link_problems(links: list[Link], nodes: Mapping[str, Any], subnet: str,
@@ -135,11 +135,11 @@ def link_problems(links: list[Link], nodes: Mapping[str, Any], subnet: str,
             a, b = pair
             out.append(Problem(
                 FAIL, "link", f"{a} <-> {b}",
-                _('{a} and {b} cannot reach each other (peer traffic {state}) although both reach the master: a firewall on {a} or {b} blocks the other{peer}').format(a=a, b=b, state=first.state, peer=_WAIT['peer']),
+                _('{a} and {b} cannot reach each other (peer traffic {state}) although both reach the master: a firewall on {a} or {b} blocks the other{peer}').format(a=a, b=b, state=first.state, peer=_(_WAIT['peer'])),
                 _('on {a}: {trust_subnet_command}; on {b}: {trust_subnet_command2}').format(a=a, trust_subnet_command=trust_subnet_command(_fw(nodes, a), trusted), b=b, trust_subnet_command2=trust_subnet_command(_fw(nodes, b), trusted))))
             continue
         srcs = ", ".join(sorted(link.src for link in group))
-        cause = _CAUSE.get(first.state, first.state).format(dst=dst, ip=first.ip)
+        cause = _(_CAUSE.get(first.state, first.state)).format(dst=dst, ip=first.ip)
         fw = _fw(nodes, dst)
         if first.state == "no_route":
             fix = _('give {dst} an address on the network the nodes share, or fix the routes').format(dst=dst)
@@ -148,7 +148,7 @@ def link_problems(links: list[Link], nodes: Mapping[str, Any], subnet: str,
         else:
             fix = _('on {dst}: {trust_subnet_command} (NCCL and Gloo connect on random ports between all nodes)').format(dst=dst, trust_subnet_command=trust_subnet_command(fw, trusted))
         what = _('the rendezvous port {p}').format(p=p) if kind == "rendezvous" else _('port {p} (peer traffic)').format(p=p)
-        wait = _WAIT[kind] if first.state in ("filtered", "no_route") else ""
+        wait = _(_WAIT[kind]) if first.state in ("filtered", "no_route") else ""
         out.append(Problem(FAIL, "link", f"{srcs} -> {dst}:{p}",
                            _('{srcs} cannot reach {dst} on {what}: {state}, {cause}{wait}').format(srcs=srcs, dst=dst, what=what, state=first.state, cause=cause, wait=wait),
                            fix))

@@ -9,19 +9,9 @@ import torch
 import torch.distributed as dist
 
 from . import _ops, _wire
-from ._api import sparse_allreduce_async
+from ._api import _NoCompression, sparse_allreduce_async
 from ._core import _check, _resolve_set, global_process_set
 from ._ops import Adasum, Average, run
-
-
-class _NoneCompressor:
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
 
 
 class _FP16Compressor:
@@ -37,7 +27,7 @@ class _FP16Compressor:
 
 
 class Compression:
-    none = _NoneCompressor
+    none = _NoCompression
     fp16 = _FP16Compressor
 
 

@@ -142,11 +142,11 @@ def _script_error(scan: Scanner, cause_lines: set) -> tuple[PyException, float] 
 
 
 def _script_finding(exc: PyException, conf: float, echoes: bool, same: int) -> Finding:
-    at = f" at {exc.at()}" if exc.at() else ""
-    who = f"every rank ({same})" if same > 1 else exc.who()
-    title = f"{who} raised {exc.describe()}{at}"
+    at = _(" at {place}").format(place=exc.at()) if exc.at() else ""
+    who = _("every rank ({n})").format(n=same) if same > 1 else exc.who()
+    title = _("{who} raised {exception}{at}").format(who=who, exception=exc.describe(), at=at)
     if echoes and same <= 1:
-        title += "; the other ranks then timed out or failed waiting for it"
+        title += _("; the other ranks then timed out or failed waiting for it")
     shell = exc.short_type == "SyntaxError" and any(f[0].endswith(".sh") for f in exc.frames)
     fix = (_('Fix the error in the script at the line named (run it once without the launcher, e.g. `python train.py` with one process, to iterate faster); the distributed errors on the other ranks are consequences and go away with it.'))
     if shell:
