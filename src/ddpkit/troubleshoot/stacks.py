@@ -269,9 +269,15 @@ def _verdict(groups: list[Group], missing: tuple[int, ...], nodes) -> tuple[list
         stragglers.append(_("{ranks} (no process found)").format(ranks=ranks_word(missing)))
     if stragglers:
         one = len(crowd.ranks) == 1
-        where = ("waits" if one else "wait") if crowd.place.kind in WAITING else \
-            ("is" if one else "are")
-        verdict = (_('straggler: {stragglers}; {ranks_word} {where} in {text}').format(stragglers='; '.join(stragglers), ranks_word=ranks_word(crowd.ranks), where=where, text=crowd.place.text))
+        # one message per verb form, so a translation need not build the sentence from words
+        if crowd.place.kind in WAITING:
+            message = _("straggler: {stragglers}; {ranks} waits in {text}") if one else \
+                _("straggler: {stragglers}; {ranks} wait in {text}")
+        else:
+            message = _("straggler: {stragglers}; {ranks} is in {text}") if one else \
+                _("straggler: {stragglers}; {ranks} are in {text}")
+        verdict = message.format(stragglers="; ".join(stragglers), ranks=ranks_word(crowd.ranks),
+                                 text=crowd.place.text)
     elif crowd.place.kind in WAITING:
         verdict = (_('every rank waits in {text}; none is behind (a peer outside this run, or a collective that never completes)').format(text=crowd.place.text))
     else:
