@@ -176,3 +176,9 @@ def test_a_crashing_check_is_reported_not_raised(monkeypatch):
     monkeypatch.setattr(checks, "CHECKS", (("gpu", boom),))
     (r,) = evaluate(BASE)
     assert r.status == Status.SKIP and "bad data" in r.summary
+
+
+def test_plugin_nccl_names_are_not_called_unknown():
+    """NCCL_OFI_*/NCCL_TCPX_* are read by network plugins: the doctor must not flag them."""
+    assert judge_name("NCCL_OFI_USE_GDRCOPY") is None
+    assert judge_name("NCCL_SOCKET_TIMEOUT") is not None

@@ -31,3 +31,11 @@ def nccl_env_vars() -> dict[str, str]:
         if len(parts) == 2 and parts[0].startswith("NCCL_"):
             out[parts[0]] = parts[1]
     return out
+
+
+# NCCL_* names read by network/tuner plugins, not by NCCL: GCP GPUDirect-TCPX/TCPXO (FasTrak,
+# shimnet), AWS OFI, Mellanox SHARP/IB extensions, tuner plugins. Setting them is right; the
+# doctor and lint both take them from here.
+NCCL_PLUGIN_PREFIXES = ("NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_", "NCCL_TCPX_", "NCCL_TCPXO_",
+                        "NCCL_SHIMNET_", "NCCL_TUNER_", "NCCL_OFI_", "NCCL_SHARP_",
+                        "NCCL_IBEXT_", "NCCL_PLUGIN_")

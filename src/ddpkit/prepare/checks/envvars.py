@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from ddpkit.data import load_toml, nccl_env_vars
+from ddpkit.data import NCCL_PLUGIN_PREFIXES, load_toml, nccl_env_vars
 from ddpkit.i18n import _
 from ddpkit.prepare.checks.base import CheckResult, Snapshot, Status
 
@@ -35,6 +35,8 @@ def judge_name(name: str) -> CheckResult | None:
         if status == "removed":
             return CheckResult(cid, Status.WARN, _('{name} was removed from NCCL and has no effect').format(name=name),
                                hint=f"unset {name}")
+        if status is None and name.startswith(NCCL_PLUGIN_PREFIXES):
+            return None  # read by a network or tuner plugin (OFI, TCPX, SHARP), not by NCCL
         if status is None:
             near = _nearest(name, list(nccl))
             return CheckResult(cid, Status.WARN, _('{name} is not a variable NCCL reads').format(name=name),

@@ -6,13 +6,7 @@ from __future__ import annotations
 import difflib
 import functools
 
-from ddpkit.data import load_toml, nccl_env_vars
-
-# NCCL_* names read by network/tuner plugins, not by NCCL: GCP GPUDirect-TCPX/TCPXO (FasTrak,
-# shimnet), AWS OFI, Mellanox SHARP/IB extensions, tuner plugins. Setting them is right.
-PLUGIN_PREFIXES = ("NCCL_FASTRAK_", "NCCL_GPUDIRECTTCPX_", "NCCL_TCPX_", "NCCL_TCPXO_",
-                   "NCCL_SHIMNET_", "NCCL_TUNER_", "NCCL_OFI_", "NCCL_SHARP_", "NCCL_IBEXT_",
-                   "NCCL_PLUGIN_")
+from ddpkit.data import NCCL_PLUGIN_PREFIXES, load_toml, nccl_env_vars
 
 
 @functools.lru_cache(maxsize=512)
@@ -27,7 +21,7 @@ def judge(name: str) -> tuple[str, str] | None:
     status = nccl_env_vars().get(name)
     if status == "removed":  # older NCCL releases still read it: a note
         return "info", f"{name} was removed from NCCL and has no effect on current releases"
-    if status is None and name.startswith(PLUGIN_PREFIXES):
+    if status is None and name.startswith(NCCL_PLUGIN_PREFIXES):
         return "info", f"{name} is read by a network plugin, not by NCCL itself"
     if status is None:
         near = difflib.get_close_matches(name, list(nccl_env_vars()), n=1, cutoff=0.85)
