@@ -215,3 +215,14 @@ def test_golden_chinese_outputs(monkeypatch, capsys, name):
     english = (_check_text(monkeypatch, capsys, "en") if name == "check"
                else _diagnose_text("en"))
     assert not re.search(r"[\u4e00-\u9fff]", english)
+
+
+@pytest.mark.parametrize("argv", [["--lang", "zh", "launch", "-H", "a:0", "x.py"],
+                                  ["launch", "--lang", "zh", "-H", "a:0", "x.py"]])
+def test_lang_before_or_after_the_command_translates_errors(argv):
+    from tests.conftest import ddpkit
+
+    done = ddpkit(*argv)
+    assert done.returncode == 2
+    assert done.stderr.startswith("ddpkit：错误：") and "提示：" in done.stderr
+    assert "Traceback" not in done.stderr

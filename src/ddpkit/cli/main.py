@@ -10,7 +10,7 @@ from typing import Sequence
 from ddpkit import __version__
 from ddpkit.cli import argparse_i18n
 from ddpkit.errors import DdpkitError, ExitCode
-from ddpkit.i18n import N_, _, set_language
+from ddpkit.i18n import N_, _, language, set_language
 
 # name -> (module, one-line help). Order is the order shown in --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -113,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, module = build_parser(name)
     args = parser.parse_args(argv[1:])
     # JSON is for programs: its text stays English whatever the locale
-    set_language("en" if args.json else args.lang)
+    # JSON stays English; else --lang after the command, else the one before it (already set)
+    set_language("en" if args.json else (args.lang or language()))
     args.argv = argv[1:]  # as typed, for messages that rebuild the command (cli/habits.py)
     return run_guarded(module, args)
 
