@@ -77,7 +77,8 @@ def test_the_supervisor_ships_the_bootstrap_only_when_the_plan_runs_it(bootstrap
     import io
 
     from ddpkit.launch.remote import SshOptions
-    from ddpkit.launch.supervise import Printer, Supervisor
+    from ddpkit.launch.output import Printer
+    from ddpkit.launch.supervise import Supervisor
 
     opts = LaunchOptions(script="train.py", bootstrap=bootstrap)
     plan = make_plan([Host("localhost", 2)], opts, {}, LOCAL)

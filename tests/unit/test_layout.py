@@ -27,7 +27,7 @@ ALLOWED = {
 # The only modules that may start processes or open SSH sessions (nodeside is sent to nodes).
 PROCESS_MODULES = {"launch/remote.py", "launch/supervise.py", "launch/agents.py",
                    "launch/proc.py"}
-PURE_PLANNERS = ["launch/plan.py", "launch/hosts.py"]
+PURE_PLANNERS = ["launch/plan.py", "launch/envvars.py", "launch/hosts.py", "launch/output.py"]
 
 
 def _modules():

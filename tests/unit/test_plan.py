@@ -7,16 +7,14 @@ import pytest
 from ddpkit.errors import UsageError
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.launcher import assign_np
+from ddpkit.launch.envvars import forwarded_env, mask_args, parse_env_pair
 from ddpkit.launch.plan import (
     BOOTSTRAP,
     Addr,
     LaunchOptions,
     NodeFacts,
     choose_network,
-    forwarded_env,
     make_plan,
-    mask_args,
-    parse_env_pair,
 )
 
 OPTS = LaunchOptions(script="train.py", script_args=("--epochs", "3", "--max", "5"),
@@ -214,6 +212,6 @@ def test_restarts_get_their_own_worker_store_on_one_node_and_several():
                                           ("KEYBOARD_LAYOUT", False), ("NCCL_DEBUG", False),
                                           ("MONKEY", False)])
 def test_mask_value(name, masked):
-    from ddpkit.launch.plan import mask_value
+    from ddpkit.launch.envvars import mask_value
 
     assert (mask_value(name, "v") == "****") == masked

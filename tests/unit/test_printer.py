@@ -4,7 +4,7 @@ import io
 
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.plan import NodePlan
-from ddpkit.launch.supervise import NodeRun, Printer
+from ddpkit.launch.output import NodeRun, Printer
 
 
 class Tty(io.StringIO):

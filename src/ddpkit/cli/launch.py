@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace, script: str, script_args: list[str]):
-    from ddpkit.launch.plan import LaunchOptions, parse_env_pair
+    from ddpkit.launch.envvars import parse_env_pair
+    from ddpkit.launch.plan import LaunchOptions
 
     pairs = [parse_env_pair(p) for p in args.env]
     if getattr(args, "horovod", False):

@@ -19,7 +19,7 @@ def start_record(plan, args, probes=()):
     """(record, watch): the record of this run (its directory holds the logs), and the
     supervisor's on_stall (None for --engine horovod: horovodrun starts the nodes itself)."""
     from ddpkit.cli.common import ssh_options
-    from ddpkit.launch.plan import mask_args
+    from ddpkit.launch.envvars import mask_args
     from ddpkit.launch.runs import RunRecord
     from ddpkit.troubleshoot.hang import HangWatch
 

@@ -11,10 +11,11 @@ from ddpkit.errors import EnvironmentFailure, UsageError
 from ddpkit.i18n import _
 from ddpkit.launch.agents import Agents
 from ddpkit.launch.hosts import Host
+from ddpkit.launch.output import Printer, RunResult
 from ddpkit.launch.plan import LaunchOptions, NodeFacts, Plan, make_plan
 from ddpkit.launch.probe import LOCAL_NAMES, NodeProblem, Probe, local_flags, probe_here, probe_with
 from ddpkit.launch.remote import SshOptions
-from ddpkit.launch.supervise import Printer, RunResult, Supervisor
+from ddpkit.launch.supervise import Supervisor
 
 
 class PreflightError(EnvironmentFailure):
