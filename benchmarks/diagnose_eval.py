@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from ddpkit.troubleshoot.diagnose.kb import signatures  # noqa: E402
-from ddpkit.troubleshoot.diagnose.matcher import diagnose_report  # noqa: E402
+from ddpkit.troubleshoot.diagnose import fallback  # noqa: E402
+from ddpkit.troubleshoot.diagnose.kb import CATEGORIES, signatures  # noqa: E402
+from ddpkit.troubleshoot.diagnose.matcher import analyse, diagnose_report  # noqa: E402
+from ddpkit.troubleshoot.diagnose.scan import Scanner  # noqa: E402
 from tests.diagnose_corpus import load_corpus  # noqa: E402
 
 SHORT = {"rendezvous_master_unreachable": "rdzv", "port_in_use_or_firewall": "port",
@@ -54,7 +56,8 @@ def score(rows):
     n = len(rows)
     top1 = sum(1 for want, cats, _ in rows if cats and cats[0] == want)
     top3 = sum(1 for want, cats, _ in rows if want in cats[:3])
-    nonempty = sum(1 for _, cats, _ in rows if cats)  # a category, or "unknown" with its lines
+    # a category, "unknown" with its lines, or (no error in the log) its last lines
+    nonempty = sum(1 for _, cats, report in rows if cats or report.decisive)
     return n, top1, top3, nonempty
 
 
@@ -122,9 +125,67 @@ def main() -> None:
           f"{healthy_findings[:5] if healthy_findings else ''}")
     per_category(held)
     matrix(held)
+    fallback_figures(cases)
     if args.verbose:
         for split, name, want, got in misses:
             print(f"miss [{split}] {name}: want {want}, got {got}")
+
+
+# The held-out splits the fallback was measured on when it was built (a later frozen split is
+# left out of this line until it has been measured once, as a whole).
+HELD_OUT = ("heldout", "unseen", "unseen2", "unseen3")
+HELD = "held-out (" + ", ".join(HELD_OUT) + ")"
+
+
+def _rules_and_guess(case, model):
+    """(rule categories, the fallback's ranked guesses where it would fire, forced guesses)."""
+    scan = Scanner(signatures())
+    scan.feed_all(case.text.splitlines())
+    report = analyse(scan)
+    cats = [f.category for f in report.findings]
+    forced = [g["category"] for g in fallback.guesses(scan, model, top=3)]
+    fires = bool(cats) and cats[0] == "unknown"
+    return cats, (forced if fires else []), forced
+
+
+def fallback_figures(cases) -> None:
+    """The statistical fallback (fallback.py): where no rule fired, top-1/top-3 with it and
+    without it, by leave-one-repository-out over train and on the held-out splits; and on the
+    healthy logs. Also its accuracy alone (as if no rule existed), for scale."""
+    train = [c for c in cases if c.split == "train" and c.category in CATEGORIES]
+    docs = [(c.repo, c.category, frozenset(fallback.log_features(c.text.splitlines())))
+            for c in train]
+    shipped = fallback.load()
+    rows = []  # (part, true category, rule categories, guesses where it fires, forced guesses)
+    for repo in sorted({c.repo for c in train}):
+        model = fallback.fit([(c, f) for r, c, f in docs if r != repo])
+        model.update(temperature=shipped["temperature"], calibration=shipped["calibration"])
+        for case in (c for c in train if c.repo == repo):
+            rows.append(("train, leave-one-repository-out", case.category,
+                         *_rules_and_guess(case, model)))
+    for case in cases:
+        if case.split in HELD_OUT:
+            rows.append((HELD, case.category, *_rules_and_guess(case, shipped)))
+    state = "on" if fallback.ENABLED else "off"
+    for part in ("train, leave-one-repository-out", HELD):
+        mine = [r for r in rows if r[0] == part]
+        silent = [r for r in mine if not r[2] or r[2][0] == "unknown"]
+        n = len(silent)
+        w1 = sum(1 for _p, want, _c, g, _f in silent if g[:1] == [want])
+        w3 = sum(1 for _p, want, _c, g, _f in silent if want in g[:3])
+        a1 = sum(1 for _p, want, _c, _g, f in mine if f[:1] == [want])
+        a3 = sum(1 for _p, want, _c, _g, f in mine if want in f[:3])
+        print(f"fallback ({state}), {part}: no rule fired on {n}: top-1 {pct(w1, n) if n else '-'}"
+              f" with, 0 without; top-3 {pct(w3, n) if n else '-'} with, 0 without; alone "
+              f"(as if no rule existed): top-1 {pct(a1, len(mine))}, top-3 {pct(a3, len(mine))}")
+    healthy = [c for c in cases if c.split == "healthy"]
+    fired = forced = 0
+    for case in healthy:
+        _cats, guess, force = _rules_and_guess(case, shipped)
+        fired += bool(guess)
+        forced += bool(force)
+    print(f"fallback ({state}), healthy logs: fires on {fired}/{len(healthy)}; run on every "
+          f"line regardless of the rules, it would guess on {forced}/{len(healthy)}")
 
 
 if __name__ == "__main__":

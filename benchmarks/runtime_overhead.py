@@ -4,9 +4,11 @@
      (`ddpkit launch --engine horovod`, needs `ddpkit setup horovod`)
   3. ddpkit.horovod with its cross-rank agreement on every collective against without
      (DDPKIT_HVD_CHECK=0): steps/s, and microseconds per allreduce of 4 B and 4 MiB
+  4. ddpkit.runtime under `launch --hang-timeout` (the watcher thread in every worker, steps
+     counted by the loader, torch's flight recorder on) against without    (aim >= 0.99)
 measured alternately, medians of --rounds runs each.
 
-    python benchmarks/runtime_overhead.py [--rounds 5]
+    python benchmarks/runtime_overhead.py [--rounds 5] [--watch-only]
 """
 
 from __future__ import annotations
@@ -43,8 +45,12 @@ def compare(a: list[str], b: list[str], rounds: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--watch-only", action="store_true", help="only part 4")
     args = parser.parse_args()
     launch = [sys.executable, "-m", "ddpkit", "launch"]
+    watch_cost(launch, args.rounds)
+    if args.watch_only:
+        return
     ours, hand = compare([*launch, "--nproc-per-node", "2", STEPS, "runtime"],
                          [*launch, "--nproc-per-node", "2", STEPS, "ddp"], args.rounds)
     print(f"ddpkit.runtime {ours:.2f} steps/s, hand-written DDP {hand:.2f} steps/s, "
@@ -58,6 +64,16 @@ def main() -> None:
                           "horovod"], args.rounds)
     print(f"ddpkit.horovod {shim:.2f} steps/s, real Horovod {real:.2f} steps/s, "
           f"ratio {shim / real:.3f}")
+
+
+def watch_cost(launch: list[str], rounds: int) -> None:
+    """What --hang-timeout costs a training loop that counts its steps: the watcher thread
+    looks twice a second; the flight recorder notes every collective."""
+    base = [*launch, "--nproc-per-node", "2"]
+    watched, plain = compare([*base, "--hang-timeout", "600", STEPS, "runtime"],
+                             [*base, STEPS, "runtime"], rounds)
+    print(f"ddpkit.runtime with --hang-timeout {watched:.2f} steps/s, without {plain:.2f} "
+          f"steps/s, ratio {watched / plain:.3f} (aim >= 0.99)")
 
 
 def check_cost(launch: list[str], rounds: int) -> None:

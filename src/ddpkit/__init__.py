@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 _RUNTIME = ("Context", "init", "shutdown", "seed_everything", "loader", "DistributedLoader",
             "scale_lr", "global_batch_size", "wrap", "save_checkpoint", "load_checkpoint",
-            "print0", "is_main")
+            "print0", "is_main", "step")
 
 
 def __getattr__(name):

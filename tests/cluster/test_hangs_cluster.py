@@ -44,17 +44,26 @@ def no_leftovers_after(vcluster):
     assert vcluster.wait_no_leftovers(15) == {}, "processes of a run outlived it"
 
 
-def start(vc, mode: str, port: int, steps: int = 6) -> Timed:
+def start(vc, mode: str, port: int, steps: int = 6, runs=None) -> Timed:
+    script = ["--env", "SILENT_S=14", str(SCRIPTS / "silent_steps.py")] if mode == "silent" \
+        else ["--env", f"HANG_MODE={mode}", "--env", f"HANG_STEPS={steps}",
+              str(SCRIPTS / "hang.py")]
     return Timed(["launch", "--ssh-config", str(vc.ssh_config), "-H", vc.hosts_spec(1),
-                  "--port", str(port), "--hang-timeout", str(HANG_TIMEOUT),
-                  "--env", f"HANG_MODE={mode}", "--env", f"HANG_STEPS={steps}",
-                  str(SCRIPTS / "hang.py")])
+                  "--port", str(port), "--hang-timeout", str(HANG_TIMEOUT), *script],
+                 env={"DDPKIT_RUNS_DIR": str(runs / mode)} if runs else None)
 
 
 def host_of_rank(out: str, rank: int) -> str:
     return re.search(rf"^(node\d):{rank} +\| READY rank={rank}", out, re.M).group(1)
 
 
+# the flight recorder's evidence (Gloo collectives are recorded too, torch 2.13)
+FLIGHT = {
+    "sleep": r"! flight recorder: rank 1 entered 2 collective\(s\), the others 3: they wait in "
+             r"all_reduce #3( at hang\.py:\d+)?; rank 1 never reached it",
+    "desync": r"! flight recorder: desync at collective #6: ranks 0, 2: all_reduce"
+              r"( at hang\.py:\d+)? \[4\]; rank 1: barrier",
+}
 EXPECT = {
     "sleep": r"evaluate\(\) at hang\.py:\d+, never reached the all_reduce",
     "desync": r"barrier at hang\.py:\d+, while the others wait in all_reduce at hang\.py:\d+: "
@@ -63,11 +72,13 @@ EXPECT = {
 }
 
 
-def test_hangs_are_named_within_hang_timeout_plus_15s(vcluster):
-    """Three hung runs and a healthy one with a slow rank, side by side on the cluster (each
-    on its own rendezvous port): CI time is one run's, not four."""
-    runs = {mode: start(vcluster, mode, 29610 + 10 * i) for i, mode in enumerate(EXPECT)}
+def test_hangs_are_named_within_hang_timeout_plus_15s(vcluster, tmp_path):
+    """Three hung runs, a healthy one with a slow rank and a silent one that steps, side by
+    side on the cluster (each on its own rendezvous port): CI time is one run's, not five."""
+    runs = {mode: start(vcluster, mode, 29610 + 10 * i, runs=tmp_path)
+            for i, mode in enumerate(EXPECT)}
     runs["slow"] = start(vcluster, "slow", 29650, steps=4)
+    runs["silent"] = start(vcluster, "silent", 29660, runs=tmp_path)
     try:
         for run in runs.values():
             run.wait(timeout=180)
@@ -82,7 +93,20 @@ def test_hangs_are_named_within_hang_timeout_plus_15s(vcluster):
         assert f"straggler: rank 1 ({host})" in out, f"{mode}:\n{out}"
         assert "HUNG:" in out and "got signal" not in out.split("ddpkit launch: summary")[-1]
         took = run.seconds_between(WORKER_LINE, "straggler:")
-        assert took <= HANG_TIMEOUT + 15, f"{mode}: named {took:.1f} s after the last output"
+        assert took <= HANG_TIMEOUT + 15, f"{mode}: named {took:.1f} s after the last output:\n{out}"
+        if mode in FLIGHT:
+            assert re.search(FLIGHT[mode], out), f"{mode}:\n{out}"
+        (rec,) = (tmp_path / mode).iterdir()
+        fr = json.loads((rec / "fr.json").read_text())
+        assert sorted(fr["ranks"]) == ["0", "1", "2"], fr
+        if mode in FLIGHT:  # ranks blocked in a collective still dumped (watcher thread)
+            assert fr["judged"]["stragglers"] == [f"rank 1 ({host})"], fr["judged"]
+            assert sorted(os.listdir(rec / "fr")) == ["fr_rank_0", "fr_rank_1", "fr_rank_2"]
+    # silent for 14 s (> HANG_TIMEOUT) but stepping with ddpkit.step(): left alone
+    silent = runs["silent"]
+    assert silent.proc.returncode == 0, silent.output
+    assert "but not hung: ranks 0-2 made a step" in silent.output, silent.output
+    assert silent.output.count("DONE rank=") == 3 and "HUNG" not in silent.output
     # rank 1 takes 1.5 s more per step than the others: silent gaps, but no hang
     slow = runs["slow"]
     assert slow.proc.returncode == 0, slow.output

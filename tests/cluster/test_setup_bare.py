@@ -275,7 +275,7 @@ def test_setup_all_from_bare_nodes_then_again(fresh, tmp_path):
     # a node that does not resolve: the ssh step names it with its fix, the others do not run
     stop = client(vc, "setup", "all", "-H", "node9", "--apply")
     assert stop.returncode == 1 and "fix: add 'node9' to /etc/hosts" in stop.stdout, stop.stdout
-    assert "stopped at setup ssh (steps not run: firewall, torch)" in stop.stdout
+    assert "stopped at setup ssh (steps not run: setup firewall, setup torch)" in stop.stdout
     subprocess.run([PYTHON, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
     venv_py = str(tmp_path / "venv" / "bin" / "python")
     fake_torch_wheel(tmp_path / "wheels", "2.13.0+cpu")

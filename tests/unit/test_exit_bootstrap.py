@@ -76,8 +76,8 @@ def test_failures_during_training_are_not_shutdown_crashes(deaths, ends):
 def test_the_supervisor_ships_the_bootstrap_only_when_the_plan_runs_it(bootstrap):
     import io
 
-    from ddpkit.launch.remote import SshOptions
     from ddpkit.launch.output import Printer
+    from ddpkit.launch.remote import SshOptions
     from ddpkit.launch.supervise import Supervisor
 
     opts = LaunchOptions(script="train.py", bootstrap=bootstrap)

@@ -5,9 +5,9 @@ import shlex
 import pytest
 
 from ddpkit.errors import UsageError
+from ddpkit.launch.envvars import forwarded_env, mask_args, parse_env_pair
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.launcher import assign_np
-from ddpkit.launch.envvars import forwarded_env, mask_args, parse_env_pair
 from ddpkit.launch.plan import (
     BOOTSTRAP,
     Addr,

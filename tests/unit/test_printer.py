@@ -2,9 +2,11 @@
 
 import io
 
+import pytest
+
 from ddpkit.launch.hosts import Host
-from ddpkit.launch.plan import NodePlan
 from ddpkit.launch.output import NodeRun, Printer
+from ddpkit.launch.plan import NodePlan
 
 
 class Tty(io.StringIO):
@@ -45,3 +47,33 @@ def test_console_false_only_logs(tmp_path):
     p.line(node("a"), None, "*****", out, console=False)
     p.close()
     assert out.getvalue() == "" and (tmp_path / "a.log").read_text() == "*****\n"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_a_worker_sigkilled_by_torchrun_is_an_echo_in_every_language(lang):
+    """Node b's own worker died first with an exception; node a's torchrun then SIGKILLed its
+    worker. The root failure is b, whatever language the summary is written in."""
+    import io
+
+    from ddpkit.i18n import set_language
+    from ddpkit.launch.hosts import Host
+    from ddpkit.launch.plan import LaunchOptions, NodeFacts, make_plan
+    from ddpkit.launch.remote import SshOptions
+    from ddpkit.launch.supervise import Supervisor
+
+    set_language(lang)
+    try:
+        hosts = [Host("a", 1), Host("b", 1)]
+        plan = make_plan(hosts, LaunchOptions(script="t.py"), {}, [NodeFacts(), NodeFacts()])
+        sup = Supervisor(plan, SshOptions(), Printer(io.StringIO(), io.StringIO(), 8, None))
+        a, b = sup.nodes
+        sup._note_error(a, None, "torch.distributed.elastic.multiprocessing.api: failed "
+                                 "(exitcode: -9) local_rank: 0 (pid: 12) of binary: python")
+        sup._note_error(b, 0, "ValueError: bad batch")
+        a.first_error, a.state, a.error_at = a.agent_error, "failed", 1.0
+        b.state, b.error_at = "failed", 2.0
+        sup.first_failure = a
+        assert sup._root_failure() is b
+        assert ("SIGKILL" in a.first_error) and (("被" in a.first_error) == (lang == "zh_CN"))
+    finally:
+        set_language("en")

@@ -96,11 +96,12 @@ def test_parse_size_refuses_words():
 
 @pytest.mark.parametrize("version,environ,names", [
     ("2.13.0+cpu", {}, ["TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
-                        "TORCH_FR_DUMP_TEMP_FILE"]),
+                        "TORCH_FR_DUMP_TEMP_FILE", "DDPKIT_WATCH_DIR"]),
     ("2.4.1", {}, ["TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
-                   "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]),
+                   "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "DDPKIT_WATCH_DIR"]),
     # the user's own setting wins, in either spelling
-    ("2.13.0", {"TORCH_NCCL_TRACE_BUFFER_SIZE": "5", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"},
+    ("2.13.0", {"TORCH_NCCL_TRACE_BUFFER_SIZE": "5", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0",
+                "DDPKIT_WATCH_DIR": "/mine"},
      ["TORCH_FR_DUMP_TEMP_FILE"]),
 ])
 def test_flight_recorder_variables(version, environ, names):

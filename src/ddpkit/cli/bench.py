@@ -302,9 +302,10 @@ def cpu_torch_on_gpus(probes, python: str) -> list[str]:
     CPU with Gloo, which is rarely what the owner of the GPUs wants."""
     from ddpkit.prepare.checks.gpu import cuda_wheel_command
 
-    return [f"{p.host.name} has {p.facts.gpus} NVIDIA GPU(s) but torch {p.info['torch']} is a "
-            f"CPU build: this runs on the CPU with Gloo; for the GPUs: "
-            f"{cuda_wheel_command(python=python)}"
+    return [_("{host} has {gpus} NVIDIA GPU(s) but torch {torch} is a CPU build: this runs on "
+              "the CPU with Gloo; for the GPUs: {command}").format(
+                  host=p.host.name, gpus=p.facts.gpus, torch=p.info["torch"],
+                  command=cuda_wheel_command(python=python))
             for p in probes if p.facts and p.facts.gpus and p.info.get("torch")
             and not p.info.get("torch_cuda")]
 

@@ -15,10 +15,19 @@ from ddpkit.cli.common import (
     tcp_port,
 )
 from ddpkit.errors import ExitCode
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 
 STATE_STYLE = {"ok": "green", "refused": "bold red", "filtered": "bold red",
                "no_route": "bold red", "error": "red"}
+# a cell of the link matrix, one whole label per (kind, state) (translated where shown)
+LINK_CELL = {
+    ("rendezvous", "ok"): N_("rdzv ok"), ("rendezvous", "refused"): N_("rdzv refused"),
+    ("rendezvous", "filtered"): N_("rdzv filtered"), ("rendezvous", "no_route"): N_("rdzv no_route"),
+    ("rendezvous", "error"): N_("rdzv error"),
+    ("peer", "ok"): N_("peer ok"), ("peer", "refused"): N_("peer refused"),
+    ("peer", "filtered"): N_("peer filtered"), ("peer", "no_route"): N_("peer no_route"),
+    ("peer", "error"): N_("peer error"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,8 +138,10 @@ def _links(out, report) -> None:
     cell: dict[tuple[str, str], list[str]] = {}
     for link in report.links:
         tag = "rdzv" if link.kind == "rendezvous" else "peer"
+        label = LINK_CELL.get((link.kind, link.state))
+        text = _(label) if label else f"{tag} {link.state}"
         style = STATE_STYLE.get(link.state, "")
-        cell.setdefault((link.src, link.dst), []).append(f"[{style}]{tag} {link.state}[/]")
+        cell.setdefault((link.src, link.dst), []).append(f"[{style}]{text}[/]")
     for src in names:
         table.add_row(src, *["-" if src == dst else "\n".join(cell.get((src, dst), ["?"]))
                              for dst in names])

@@ -81,9 +81,9 @@ def positive(kind=float):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+            raise argparse.ArgumentTypeError(_("'{text}' is not a number").format(text=text)) from None
         if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+            raise argparse.ArgumentTypeError(_("{text} must be greater than 0").format(text=text))
         return value
     return parse
 
@@ -92,9 +92,9 @@ def non_negative(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        raise argparse.ArgumentTypeError(_("'{text}' is not a number").format(text=text)) from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+        raise argparse.ArgumentTypeError(_("{text} must be 0 or more").format(text=text))
     return value
 
 

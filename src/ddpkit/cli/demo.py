@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if not verdict.passed:
             show_summary(run_result)
         for check in verdict.checks:
-            err(f"  {'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
-        err("PASS" if verdict.passed else "FAIL")
+            mark = _("ok") if check.ok else _("FAIL")
+            err(f"  {mark:<4}  {check.label}: {check.detail}")
+        err(_("PASS") if verdict.passed else _("FAIL"))
     return ExitCode.OK if verdict.passed else ExitCode.FAILURE

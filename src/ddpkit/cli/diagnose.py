@@ -60,6 +60,9 @@ def show(report, out=None, top: int = 3) -> None:
     findings = [f for f in report.findings if f.category != "unknown"][:top]
     if not report.failed:
         out.write(_('no failure in this log: no error line, no exception (category: none)\n'))
+        if report.decisive:
+            out.write(_('if the run hung or was killed without a message, these were its last lines:\n'))
+            _decisive(report, out)
         return
     if not findings:
         out.write(_('unknown: no known cause in this log; the decisive lines and the next checks follow (category: unknown)\n'))
@@ -86,11 +89,15 @@ def show(report, out=None, top: int = 3) -> None:
         out.write(_('first failure: {place}: {first}\n').format(place=_place(dict(first)), first=first['text'][:200]))
     if not findings:
         out.write(_('decisive lines:\n'))
-        for d in report.decisive:
-            out.write(f"  {_place(dict(d))} [{_why(d['why'])}]: {d['text'][:200]}\n")
-        out.write(_('next checks:\n'))
-        for check in report.next_checks:
-            out.write(f"  - {_(check)}\n")
+        _decisive(report, out)
+
+
+def _decisive(report, out) -> None:
+    for d in report.decisive:
+        out.write(f"  {_place(dict(d))} [{_why(d['why'])}]: {d['text'][:200]}\n")
+    out.write(_('next checks:\n'))
+    for check in report.next_checks:
+        out.write(f"  - {_(check)}\n")
 
 
 _WHY = {"command": N_("command"), "first error": N_("first error"),

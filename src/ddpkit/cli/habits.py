@@ -25,9 +25,10 @@ def nproc_value(text: str) -> int | str:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"'{text}' is not a number or one of {', '.join(NPROC_WORDS)}") from None
+            _("'{text}' is not a number or one of {words}").format(
+                text=text, words=", ".join(NPROC_WORDS))) from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+        raise argparse.ArgumentTypeError(_("{text} must be at least 1").format(text=text))
     return value
 
 

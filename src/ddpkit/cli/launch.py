@@ -28,7 +28,7 @@ from ddpkit.i18n import N_, _
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser)
-    run = parser.add_argument_group("run")
+    run = parser.add_argument_group(_("run"))
     add_run_arguments(run)
     run.add_argument("--nproc-per-node", "--nproc_per_node", type=nproc_value, metavar="N",
                      help=_("processes per node: a number, or as torchrun gpu (the node's GPUs), cpu (its CPUs), auto (GPUs if any, else CPUs) (default: the host's slots, else 1)"))
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help=_('forward NAME from here (or NAME=VALUE), repeatable'))
     env.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                      help=_('set NAME=VALUE on every node, repeatable'))
-    out = parser.add_argument_group("output")
+    out = parser.add_argument_group(_("output"))
     out.add_argument("--dry-run", action="store_true",
                      help=_("print each node's command (secrets masked), then what the preflight found; start nothing (exit 0 when the run could start, else 1)"))
     safety = parser.add_argument_group(_('preflight and teardown'))

@@ -43,7 +43,8 @@ def start_record(plan, args, probes=()):
     watch = None
     if getattr(args, "engine", "torchrun") != "horovod":
         watch = HangWatch(hosts, [n.local for n in plan.nodes], ssh, python, plan.run_id,
-                          plan.world_size, record, say=err)
+                          plan.world_size, record, say=err,
+                          hang_timeout=getattr(args, "hang_timeout", None) or 0.0)
     return record, watch
 
 

@@ -15,9 +15,16 @@ import sys
 
 from ddpkit.cli.common import add_host_arguments, add_ssh_arguments, tcp_port
 from ddpkit.errors import DdpkitError, ExitCode
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 
 STEPS = ("ssh", "firewall", "torch")
+# What is left to change without --apply (only these two steps wait for it): one whole message
+# each, so no translation strings English step names together.
+_PENDING = {
+    ("firewall",): N_('ddpkit setup all: SSH works on every node; the firewalls would change as shown above: run again with --apply'),
+    ("torch",): N_('ddpkit setup all: SSH works on every node; torch would be installed as shown above: run again with --apply'),
+    ("firewall", "torch"): N_('ddpkit setup all: SSH works on every node; the firewalls and torch would change as shown above: run again with --apply'),
+}
 
 
 def add_all(p: argparse.ArgumentParser) -> None:
@@ -95,16 +102,20 @@ def _finish(args: argparse.Namespace, steps: list[dict], out, hosts) -> int:
                     "changed": bool(changed), "pending": pending,
                     "failed_step": failed["step"] if failed else "", "steps": steps})
     elif failed:
-        left = ", ".join(STEPS[len(steps):]) or "none"
-        out.print(_('[bold red]ddpkit setup all: stopped at setup {step}[/] (steps not run: {left}); fix what it names above, then run ddpkit setup all again').format(step=failed['step'], left=left),
-                  soft_wrap=True)
+        # steps are named by their commands (setup firewall), which no translation touches
+        left = ", ".join(f"setup {name}" for name in STEPS[len(steps):])
+        stopped = (_('[bold red]ddpkit setup all: stopped at setup {step}[/] (steps not run: {left}); fix what it names above, then run ddpkit setup all again')
+                   if left else
+                   _('[bold red]ddpkit setup all: stopped at setup {step}[/]; fix what it names above, then run ddpkit setup all again'))
+        out.print(stopped.format(step=failed['step'], left=left), soft_wrap=True)
     elif pending:
-        out.print(_('ddpkit setup all: SSH works on every node; {pending} would change as shown above: run again with --apply').format(pending=' and '.join(pending)))
+        out.print(_(_PENDING[tuple(pending)]))
     else:
         demo = f"ddpkit demo -H {','.join(h.name for h in hosts)}"
         if args.python:
             demo += f" --python {shlex.quote(args.python)}"
-        done = (f"done (changed: {', '.join(changed)})" if changed else
-                "nothing to change: SSH, firewall and torch were already set up on every node")
-        out.print(_('[green]ddpkit setup all: {done}[/]; next: {escape}').format(done=done, escape=escape(demo)), soft_wrap=True)
+        done = (_('[green]ddpkit setup all: done (changed: {steps})[/]; next: {demo}') if changed
+                else _('[green]ddpkit setup all: nothing to change: SSH, firewall and torch were already set up on every node[/]; next: {demo}'))
+        out.print(done.format(steps=", ".join(f"setup {name}" for name in changed),
+                              demo=escape(demo)), soft_wrap=True)
     return int(failed["exit"]) if failed else int(ExitCode.OK)

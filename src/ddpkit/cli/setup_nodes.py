@@ -76,8 +76,8 @@ def _print_plan(plan, applied: dict | None) -> None:
     out = console()
     out.print(_('ddpkit setup firewall: rendezvous port {port} on {host}, cluster subnet {subnet}').format(port=plan.port, host=plan.nodes[0].host, subnet=plan.subnet))
     for n in plan.nodes:
-        head = f"[bold]{n.host}[/] ({n.firewall}"
-        head += ", via sudo)" if n.access == "sudo" else ")"
+        head = (_("[bold]{host}[/] ({firewall}, via sudo)") if n.access == "sudo"
+                else "[bold]{host}[/] ({firewall})").format(host=n.host, firewall=n.firewall)
         if n.error and not n.steps:
             out.print(_('{head}: [bold red]cannot read the firewall[/]: {escape}').format(head=head, escape=escape(n.error)))
             out.print(_('     [cyan]fix: {escape}[/]').format(escape=escape(n.fix)))
@@ -88,13 +88,15 @@ def _print_plan(plan, applied: dict | None) -> None:
         state = ""
         if applied is not None:
             why = applied.get(n.host, "")
-            state = " [green]applied[/]" if not why else f" [bold red]FAILED[/]: {escape(why)}"
+            state = (" [green]" + _("applied") + "[/]" if not why else
+                     " " + _("[bold red]FAILED[/]: {why}").format(why=escape(why)))
         out.print(f"{head}:{state}")
         for step in n.steps + n.persist:
             out.print(f"  [dim]# {escape(step.why)}[/]")
             out.print(f"  {escape(step.shown(n.access == 'sudo'))}", soft_wrap=True)
         for note in n.notes:
-            out.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
+            out.print("  " + _("[yellow]note:[/] {note}").format(note=escape(note)),
+                      soft_wrap=True)
         if n.error:
             out.print(_('  [bold red]{escape}[/]; [cyan]fix: {escape2}[/]').format(escape=escape(n.error), escape2=escape(n.fix)))
     if applied is None:
@@ -181,7 +183,8 @@ def run_torch(args: argparse.Namespace, sink: dict | None = None) -> int:
         for host, why in failed.items():
             err(_('ddpkit: error: {host}: installing torch failed: {why}').format(host=host, why=why))
         if failed or wrong:
-            bad = ", ".join(f"{h} has {v or 'no torch'}" for h, v in wrong.items())
+            bad = ", ".join((_("{host} has {version}") if v else _("{host} has no torch")).format(
+                host=h, version=v) for h, v in wrong.items())
             raise EnvironmentFailure(_('torch is not the same everywhere after installing: {bad}').format(bad=bad),
                                      _('see the pip output above; run ddpkit setup torch again'))
         if not args.json:
@@ -196,27 +199,31 @@ def _print_torch(plan, nodes, apply: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from ddpkit.prepare.setup import torch as setup
     from ddpkit.render import console
 
     out = console()
     table = Table(title=_('ddpkit setup torch: torch {version} on {n_nodes} node(s)').format(version=plan.version, n_nodes=len(nodes)),
                   title_justify="left")
-    for col in ("node", "python", "driver", "has", "gets", "action"):
+    for col in (_("node"), "python", _("driver"), _("has"), _("gets"), _("action")):
         table.add_column(col, overflow="fold")
     info = {n.host: n for n in nodes}
     for s in plan.steps:
         n = info[s.host]
-        action = {"keep": "[green]nothing to change[/]", "install": escape(s.reason),
-                  "refuse": "[bold red]refused[/]", "error": "[bold red]FAIL[/]"}[s.action]
-        table.add_row(s.host, n.python or "-", n.driver or "no GPU", s.have or "-",
+        change = setup.CHANGES.get(s.reason)
+        action = {"keep": "[green]" + _("nothing to change") + "[/]",
+                  "install": escape(_(change) if change else s.reason),
+                  "refuse": "[bold red]" + _("refused") + "[/]",
+                  "error": "[bold red]" + _("FAIL") + "[/]"}[s.action]
+        table.add_row(s.host, n.python or "-", n.driver or _("no GPU"), s.have or "-",
                       s.want or "-", action)
     out.print(table)
     for note in plan.notes:
-        out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+        out.print(_("[yellow]note:[/] {note}").format(note=escape(note)), soft_wrap=True)
     for s in plan.steps:
         if s.action == "install":
-            shown = s.command.replace("WHEEL_DIR", "/tmp/ddpkit-wheels-... (--wheel-dir, pushed "
-                                      "from here)")
+            shown = s.command.replace("WHEEL_DIR", _("/tmp/ddpkit-wheels-... (--wheel-dir, "
+                                                     "pushed from here)"))
             out.print(f"  {s.host}: {escape(shown)}", soft_wrap=True)
         elif s.action in ("refuse", "error"):
             out.print(_('[bold red]FAIL[/] {host}: {escape}').format(host=s.host, escape=escape(s.reason)))

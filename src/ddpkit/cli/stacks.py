@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
         show(reports, took, args.full)
     found = any(p.role == "worker" or p.threads for n in nodes for p in n.procs)
     if not found:
-        where = f"job {run_id}" if run_id else "torchrun job"
-        raise EnvironmentFailure(_('no {where} found on {items}').format(where=where, items=', '.join(h.name for h in hosts)),
+        names = ", ".join(h.name for h in hosts)
+        raise EnvironmentFailure((_('no job {run_id} found on {items}') if run_id
+                                  else _('no torchrun job found on {items}')).format(
+                                      run_id=run_id, items=names),
                                  _("is it running? 'ddpkit runs' lists ddpkit's launches"))
     return ExitCode.OK
 
@@ -105,8 +107,10 @@ def judge_each(nodes, world, names):
 def show(reports, took: float, full: bool) -> None:
     for rid, rep in reports:
         ranks = sum(len(g.ranks) for g in rep.groups)
-        job = f" job {rid}:" if len(reports) > 1 else ""
-        print(_('ddpkit stacks:{job} {n_nodes} node(s), {ranks} rank(s), taken in {took:.1f} s').format(job=job, n_nodes=len(rep.nodes), ranks=ranks, took=took))
+        head = (_('ddpkit stacks: job {run_id}: {n_nodes} node(s), {ranks} rank(s), taken in {took:.1f} s')
+                if len(reports) > 1 else
+                _('ddpkit stacks: {n_nodes} node(s), {ranks} rank(s), taken in {took:.1f} s'))
+        print(head.format(run_id=rid, n_nodes=len(rep.nodes), ranks=ranks, took=took))
         for line in rep.lines():
             print(line)
         if full:
@@ -135,7 +139,10 @@ def show_saved(info, args) -> int:
 
         print_json({"schema": 1, "run": info.name, "state": info.state, "saved": True, **data})
         return ExitCode.OK
-    print(_('ddpkit stacks: run {name} ended ({state}); taken when it {value}:').format(name=info.name, state=info.state, value='hung' if data.get('why') == 'hang' else 'was interrupted'))
+    taken = (_('ddpkit stacks: run {name} ended ({state}); taken when it hung:')
+             if data.get("why") == "hang" else
+             _('ddpkit stacks: run {name} ended ({state}); taken when it was interrupted:'))
+    print(taken.format(name=info.name, state=info.state))
     txt = info.dir / "stacks.txt"
     sys.stdout.write(txt.read_text() if txt.is_file() else data.get("verdict", "") + "\n")
     return ExitCode.OK

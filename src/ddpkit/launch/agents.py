@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 
+from ddpkit.i18n import _
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.remote import LineSession, Reply, SshOptions
 from ddpkit.nodeside import source
@@ -67,7 +68,8 @@ class Agents:
             try:
                 got = self.queues[i].get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                self.ended[i] = Reply(self.hosts[i], None, "", f"no answer within {timeout:g}s")
+                self.ended[i] = Reply(self.hosts[i], None, "",
+                                      _("no answer within {timeout:g}s").format(timeout=timeout))
                 got = None
             s = self.sessions[i]
             if got is None and self.ended[i] is None and s is not None:

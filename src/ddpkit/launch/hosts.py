@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ddpkit.errors import UsageError
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 
 
 @dataclass(frozen=True)
@@ -34,13 +34,13 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
-HOSTFILE_FORMS = "write 'node0 slots=4' (MPI/DeepSpeed) or 'node0:4', one host a line"
+HOSTFILE_FORMS = N_("write 'node0 slots=4' (MPI/DeepSpeed) or 'node0:4', one host a line")
 
 
-def _slots(text: str, where: str, part: str, hint: str = "write HOST:SLOTS, e.g. node0:4") -> int:
+def _slots(text: str, where: str, part: str, hint: str = N_("write HOST:SLOTS, e.g. node0:4")) -> int:
     if not text.isdigit():
         raise UsageError(_("{where}: slots in '{part}' must be a positive integer, not '{text}'").format(where=where, part=part, text=text),
-                         hint)
+                         _(hint))
     value = int(text)
     if value < 1:
         raise UsageError(_("{where}: '{part}' has {value} slots").format(where=where, part=part, value=value), _('give each host at least 1 slot'))
@@ -115,7 +115,7 @@ def parse_hostfile(text: str, path: str = "hostfile") -> list[Host]:
             m = _MPI_SLOTS.match(word)
             if not m:
                 raise UsageError(_("{where}: cannot read '{word}' in '{line}'").format(where=where, word=word, line=line),
-                                 HOSTFILE_FORMS)
+                                 _(HOSTFILE_FORMS))
             if word.startswith("slots"):
                 if host.slots is not None:
                     raise UsageError(_("{where}: slots given twice in '{line}'").format(where=where, line=line), _('give slots once'))

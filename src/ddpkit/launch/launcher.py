@@ -23,8 +23,8 @@ class PreflightError(EnvironmentFailure):
 
     def __init__(self, problems: list[NodeProblem]) -> None:
         names = ", ".join(p.host.name for p in problems)
-        super().__init__(f"{len(problems)} node(s) not ready: {names}",
-                         "fix the problems above, then launch again")
+        super().__init__(_("{n} node(s) not ready: {names}").format(n=len(problems), names=names),
+                         _("fix the problems above, then launch again"))
         self.problems = problems
         if all(p.usage for p in problems):
             self.code = UsageError.code

@@ -77,8 +77,9 @@ def probe_links(agents: Agents, addrs: list[str], port: int, *, peers: bool,
 def _why(reply: Reply, host: Host) -> str:
     if reply.returncode == 255:
         return describe_ssh_failure(reply.stderr, host).message
-    last = reply.stderr.strip().splitlines()[-1] if reply.stderr.strip() else f"exit {reply.returncode}"
-    return f"link probe failed: {last}"
+    if not reply.stderr.strip():
+        return _("link probe failed: exit {code}").format(code=reply.returncode)
+    return _("link probe failed: {last}").format(last=reply.stderr.strip().splitlines()[-1])
 
 
 FAIL, WARN = "fail", "warn"
@@ -102,11 +103,25 @@ def _fw(nodes: Mapping[str, Any], host: str) -> str:
     return fw if fw and fw != "none" else "iptables"
 
 
-_CAUSE = {  # translated where shown (N_ marks them for the catalog)
-    "filtered": N_("dropped: a firewall on {dst} drops it"),
-    "refused": N_("refused although a listener was up: a firewall on {dst} rejects it"),
-    "no_route": N_("no route to {dst} at {ip}"),
-    "error": N_("connect failed on {dst} at {ip}"),
+# One whole message per link state (translated where shown; N_ marks them for the catalog),
+# so a translation need not splice the English state word into its own sentence.
+_BLOCKED = {
+    "filtered": N_("{srcs} cannot reach {dst} on {what}: filtered, dropped: a firewall on {dst} "
+                   "drops it"),
+    "refused": N_("{srcs} cannot reach {dst} on {what}: refused, refused although a listener "
+                  "was up: a firewall on {dst} rejects it"),
+    "no_route": N_("{srcs} cannot reach {dst} on {what}: no_route, no route to {dst} at {ip}"),
+    "error": N_("{srcs} cannot reach {dst} on {what}: error, connect failed on {dst} at {ip}"),
+}
+_PAIR = {
+    "filtered": N_("{a} and {b} cannot reach each other (peer traffic filtered) although both "
+                   "reach the master: a firewall on {a} or {b} blocks the other"),
+    "refused": N_("{a} and {b} cannot reach each other (peer traffic refused) although both "
+                  "reach the master: a firewall on {a} or {b} blocks the other"),
+    "no_route": N_("{a} and {b} cannot reach each other (peer traffic no_route) although both "
+                   "reach the master: a firewall on {a} or {b} blocks the other"),
+    "error": N_("{a} and {b} cannot reach each other (peer traffic error) although both reach "
+                "the master: a firewall on {a} or {b} blocks the other"),
 }
 _WAIT = {"rendezvous": N_(" (plain torchrun would wait ~15 min, then fail)"),
          "peer": N_(" (Gloo/NCCL would hang until their timeout, 30 min by default)")}
@@ -135,11 +150,10 @@ def link_problems(links: list[Link], nodes: Mapping[str, Any], subnet: str,
             a, b = pair
             out.append(Problem(
                 FAIL, "link", f"{a} <-> {b}",
-                _('{a} and {b} cannot reach each other (peer traffic {state}) although both reach the master: a firewall on {a} or {b} blocks the other{peer}').format(a=a, b=b, state=first.state, peer=_(_WAIT['peer'])),
+                _(_PAIR.get(first.state, _PAIR["error"])).format(a=a, b=b) + _(_WAIT["peer"]),
                 _('on {a}: {trust_subnet_command}; on {b}: {trust_subnet_command2}').format(a=a, trust_subnet_command=trust_subnet_command(_fw(nodes, a), trusted), b=b, trust_subnet_command2=trust_subnet_command(_fw(nodes, b), trusted))))
             continue
         srcs = ", ".join(sorted(link.src for link in group))
-        cause = _(_CAUSE.get(first.state, first.state)).format(dst=dst, ip=first.ip)
         fw = _fw(nodes, dst)
         if first.state == "no_route":
             fix = _('give {dst} an address on the network the nodes share, or fix the routes').format(dst=dst)
@@ -150,6 +164,7 @@ def link_problems(links: list[Link], nodes: Mapping[str, Any], subnet: str,
         what = _('the rendezvous port {p}').format(p=p) if kind == "rendezvous" else _('port {p} (peer traffic)').format(p=p)
         wait = _(_WAIT[kind]) if first.state in ("filtered", "no_route") else ""
         out.append(Problem(FAIL, "link", f"{srcs} -> {dst}:{p}",
-                           _('{srcs} cannot reach {dst} on {what}: {state}, {cause}{wait}').format(srcs=srcs, dst=dst, what=what, state=first.state, cause=cause, wait=wait),
+                           _(_BLOCKED.get(first.state, _BLOCKED["error"])).format(
+                               srcs=srcs, dst=dst, what=what, ip=first.ip) + wait,
                            fix))
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ddpkit.i18n import _
 from ddpkit.launch.plan import NodePlan
 
 MARK = "@@ddpkit-node-exit "
@@ -36,14 +37,17 @@ COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91"
 
 
 def describe_exit(code: int, local_rank: str) -> str:
+    """torchrun's report of a dead worker, in the user's language (the supervisor decides on
+    the code, never on this text)."""
     if code < 0:
         try:
-            how = f"was killed by {signal.Signals(-code).name}"
+            return _("worker (local rank {local_rank}) was killed by {signal}").format(
+                local_rank=local_rank, signal=signal.Signals(-code).name)
         except ValueError:
-            how = f"was killed by signal {-code}"
-    else:
-        how = f"exited with code {code}"
-    return f"worker (local rank {local_rank}) {how}"
+            return _("worker (local rank {local_rank}) was killed by signal {number}").format(
+                local_rank=local_rank, number=-code)
+    return _("worker (local rank {local_rank}) exited with code {code}").format(
+        local_rank=local_rank, code=code)
 
 
 @dataclass
@@ -62,6 +66,7 @@ class NodeRun:
     own_stderr: deque = field(default_factory=lambda: deque(maxlen=30))  # ssh's own words
     readers: list[threading.Thread] = field(default_factory=list)
     deaths: list[tuple[int, int]] = field(default_factory=list)  # (code, pid), torchrun's words
+    agent_echo: bool = False  # agent_error is a worker SIGKILLed by torchrun: another's echo
 
     def to_dict(self, t0: float) -> dict:
         return {"host": self.plan.host.name, "state": self.state, "exit_code": self.exit_code,

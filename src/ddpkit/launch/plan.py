@@ -153,10 +153,11 @@ def choose_network(facts: list[NodeFacts]) -> tuple[str, list[str], str]:
     per_node = [[a for a in f.addrs if not ipaddress.ip_address(a.ip).is_loopback] for f in facts]
     if not per_node or any(not addrs for addrs in per_node):
         bad = [facts[i].hostname or f"node {i}" for i, a in enumerate(per_node) if not a]
-        return "", [""] * len(facts), f"no non-loopback IPv4 address on {', '.join(bad)}"
+        return "", [""] * len(facts), _("no non-loopback IPv4 address on {nodes}").format(
+            nodes=", ".join(bad))
     shared = set.intersection(*({a.network for a in addrs} for addrs in per_node))
     if not shared:
-        return "", [""] * len(facts), "the nodes share no IPv4 subnet"
+        return "", [""] * len(facts), _("the nodes share no IPv4 subnet")
     first = facts[0]
 
     def rank(net: ipaddress.IPv4Network) -> tuple:
@@ -248,7 +249,8 @@ def _rendezvous(hosts: list[Host], facts: list[NodeFacts],
     master, ifaces, why = choose_network(facts)
     if not master:
         master = facts[0].ssh_hostname or hosts[0].name
-        notes.append(f"{why}: using {master} as the rendezvous address")
+        notes.append(_("{why}: using {master} as the rendezvous address").format(why=why,
+                                                                               master=master))
         if master in ("localhost", "localhost.localdomain"):
             raise UsageError(_("the first host is '{master}', which other nodes cannot reach").format(master=master),
                              _('name the first host by its cluster address in -H (its IP or a name every node resolves)'))
@@ -361,8 +363,8 @@ def _horovodrun_plan(hosts: list[Host], nprocs: list[int], opts: LaunchOptions,
     node = NodePlan(host=Host("localhost"), node_rank=0, nproc=sum(nprocs), local=True,
                     argv=tuple(argv), env=env, workdir=opts.workdir, clean_env=True)
     return Plan(nodes=(node,), master_addr=master, port=opts.port, run_id=opts.run_id,
-                standalone=True, notes=tuple(notes + ["horovodrun starts the other nodes itself "
-                                                      "(its own SSH and teardown)"]))
+                standalone=True, notes=tuple(notes + [_("horovodrun starts the other nodes "
+                                                        "itself (its own SSH and teardown)")]))
 
 
 def _rdzv_conf(is_host: bool, timeout: int | None) -> str:

@@ -80,9 +80,9 @@ def probe_with(agents: Agents, ssh: SshOptions, python: str, workdir: str, scrip
         if got is not None and "probe" in got:
             reply = Reply(host, 0, json.dumps(got["probe"]), "")
         elif got is not None:
-            reply = Reply(host, 1, "", got.get("error", "agent error"))
+            reply = Reply(host, 1, "", got.get("error", _("agent error")))
         else:
-            reply = agents.ended[i] or Reply(host, None, "", "no answer")
+            reply = agents.ended[i] or Reply(host, None, "", _("no answer"))
         out.append(_judge(host, reply, agents.local[i], python, workdir, script, ssh))
     return out
 
@@ -115,8 +115,9 @@ def _judge(host, reply, is_here, python, workdir, script, ssh) -> Probe:
             return Probe(host, None, NodeProblem(
                 host, "python", _('interpreter {python} not found').format(python=python),
                 _('give --python PATH (the Python with torch on {name}), or create the same environment at that path on every node').format(name=host.name)), {})
-        last = text.splitlines()[-1] if text else f"exit code {reply.returncode}"
-        return Probe(host, None, NodeProblem(host, "probe", _('probe failed: {last}').format(last=last),
+        said = (_('probe failed: {last}').format(last=text.splitlines()[-1]) if text
+                else _('probe failed: exit code {code}').format(code=reply.returncode))
+        return Probe(host, None, NodeProblem(host, "probe", said,
                                              _("run '{python} -c pass' on {name}").format(python=python, name=host.name)), {})
     try:
         info = json.loads(reply.stdout.strip().splitlines()[-1])

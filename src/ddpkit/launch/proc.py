@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ddpkit.i18n import _
+
 
 @dataclass(frozen=True)
 class CmdResult:
@@ -48,7 +50,8 @@ def run_cmd(argv: list[str], timeout: float | None = 5.0,
             stdin=subprocess.DEVNULL, env=env, errors="replace",
         )
     except subprocess.TimeoutExpired:
-        return CmdResult(tuple(argv), None, error=f"timed out after {timeout or 0:g}s")
+        return CmdResult(tuple(argv), None, error=_("timed out after {timeout:g}s").format(
+            timeout=timeout or 0))
     except OSError as exc:
         return CmdResult(tuple(argv), None, error=exc.strerror or str(exc))
     return CmdResult(tuple(argv), done.returncode, done.stdout, done.stderr)

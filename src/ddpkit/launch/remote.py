@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from ddpkit.errors import UsageError
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 from ddpkit.launch.hosts import Host
 
 
@@ -71,9 +71,9 @@ def ssh_run(host: Host, opts: SshOptions, remote_argv: list[str], timeout: float
                               timeout=timeout, start_new_session=batch, input=input,
                               stdin=None if input is not None else subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return Reply(host, None, "", f"no answer within {timeout:g}s")
+        return Reply(host, None, "", _("no answer within {timeout:g}s").format(timeout=timeout))
     except OSError as exc:
-        return Reply(host, 255, "", f"cannot run ssh: {exc.strerror}")
+        return Reply(host, 255, "", _("cannot run ssh: {error}").format(error=exc.strerror))
     return Reply(host, done.returncode, done.stdout, done.stderr)
 
 
@@ -102,7 +102,7 @@ def ssh_push(host: Host, opts: SshOptions, files: list[str], remote_dir: str,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
     except OSError as exc:
-        return Reply(host, 255, "", f"cannot run ssh: {exc.strerror}")
+        return Reply(host, 255, "", _("cannot run ssh: {error}").format(error=exc.strerror))
     timer = threading.Timer(timeout, proc.kill)
     timer.daemon = True  # never keeps the interpreter alive
     timer.start()
@@ -149,45 +149,48 @@ class SshFailure:
 
 
 _SSH_ERRORS: tuple[tuple[str, str, str, str], ...] = (
-    # (kind, regex on ssh's stderr, message, fix); first match wins
+    # (kind, regex on ssh's stderr, message, fix); first match wins; translated where used
     ("host_key", r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed|"
                  r"No \w+ host key is known",
-     "host key verification failed",
-     "ssh-keygen -R {name}, then 'ssh {target}' once and check the new fingerprint"),
+     N_("host key verification failed"),
+     N_("ssh-keygen -R {name}, then 'ssh {target}' once and check the new fingerprint")),
     ("auth", r"Permission denied \(|Too many authentication failures|no mutual signature",
-     "SSH key not accepted (password-less login is not set up)",
-     "ssh-copy-id {target} (keys must be in ~/.ssh/authorized_keys, ~/.ssh 700, "
-     "authorized_keys 600 on {name})"),
+     N_("SSH key not accepted (password-less login is not set up)"),
+     N_("ssh-copy-id {target} (keys must be in ~/.ssh/authorized_keys, ~/.ssh 700, "
+        "authorized_keys 600 on {name})")),
     ("unknown_host", r"Could not resolve hostname|Name or service not known|"
                      r"nodename nor servname|Temporary failure in name resolution",
-     "host name does not resolve",
-     "add '{name}' to /etc/hosts or a 'Host {name}' block with HostName to ~/.ssh/config"),
+     N_("host name does not resolve"),
+     N_("add '{name}' to /etc/hosts or a 'Host {name}' block with HostName to ~/.ssh/config")),
     ("refused", r"Connection refused",
-     "connection refused: no sshd listening on that port",
-     "start sshd on {name} (sudo systemctl start sshd) or give the right --ssh-port"),
+     N_("connection refused: no sshd listening on that port"),
+     N_("start sshd on {name} (sudo systemctl start sshd) or give the right --ssh-port")),
     ("timeout", r"timed out|Connection timeout",
-     "connection timed out: host down, or a firewall drops SSH",
-     "check that {name} is up and that TCP 22 (or --ssh-port) is open in its firewall"),
+     N_("connection timed out: host down, or a firewall drops SSH"),
+     N_("check that {name} is up and that TCP 22 (or --ssh-port) is open in its firewall")),
     ("no_route", r"No route to host|Network is unreachable",
-     "no route to host",
-     "check the address of {name} and the network between the nodes"),
+     N_("no route to host"),
+     N_("check the address of {name} and the network between the nodes")),
     ("closed", r"Connection closed by|Connection reset by|kex_exchange_identification|"
                r"closed by remote host|Broken pipe",
-     "the SSH connection was closed",
-     "check sshd on {name} (MaxStartups, TCP wrappers, 'journalctl -u sshd')"),
+     N_("the SSH connection was closed"),
+     N_("check sshd on {name} (MaxStartups, TCP wrappers, 'journalctl -u sshd')")),
     ("config", r"Bad configuration option|Bad owner or permissions|no argument after keyword|"
                r"Can't open user config file|Identity file .* not accessible",
-     "ssh configuration error",
-     "fix the ssh config or key file named above"),
+     N_("ssh configuration error"),
+     N_("fix the ssh config or key file named above")),
 )
 
 
 def classify_ssh_error(stderr: str, host: Host) -> SshFailure:
     for kind, pattern, message, fix in _SSH_ERRORS:
         if re.search(pattern, stderr):
-            return SshFailure(kind, message, fix.format(name=host.name, target=host.target))
-    last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "no message")
-    return SshFailure("other", f"ssh failed: {last}", f"try 'ssh {host.target} true' by hand")
+            return SshFailure(kind, _(message), _(fix).format(name=host.name,
+                                                             target=host.target))
+    last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
+    return SshFailure("other", _("ssh failed: {last}").format(last=last) if last
+                      else _("ssh failed (no message)"),
+                      _("try 'ssh {target} true' by hand").format(target=host.target))
 
 
 def describe_ssh_failure(stderr: str, host: Host) -> SshFailure:

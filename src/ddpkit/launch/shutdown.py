@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import signal
 
+from ddpkit.i18n import _
+
 SCRIPT_END = "@@ddpkit-script-end "
 _END = re.compile(re.escape(SCRIPT_END) + r"(-?\d+)(?: (\d+))?\s*$")
 # torchrun's report of a dead worker, with its pid
@@ -34,10 +36,10 @@ def worker_death(line: str) -> tuple[int, int] | None:
 def _how(code: int) -> str:
     if code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return _("killed by {signal}").format(signal=signal.Signals(-code).name)
         except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+            return _("killed by signal {n}").format(n=-code)
+    return _("exit code {code}").format(code=code)
 
 
 def describe(deaths: list[tuple[int, int]], ends: dict[int, tuple[int, int]],
@@ -50,9 +52,11 @@ def describe(deaths: list[tuple[int, int]], ends: dict[int, tuple[int, int]],
         return ""
     rank = ends[dead[1]][0]
     finished = {r for r, code in ends.values() if code == 0}
-    crash = f"rank {rank} crashed during interpreter shutdown ({_how(dead[0])})"
+    how = _how(dead[0])
     if len(finished) >= world_size:
-        return f"all ranks finished training; {crash}"
+        return _("all ranks finished training; rank {rank} crashed during interpreter shutdown "
+                 "({how})").format(rank=rank, how=how)
     missing = sorted(set(range(world_size)) - finished)
-    return (f"rank {rank} finished its script, then {crash.split(' ', 2)[2]}; ranks "
-            f"{', '.join(map(str, missing))} had not reported the end of their script")
+    return _("rank {rank} finished its script, then crashed during interpreter shutdown "
+             "({how}); ranks {missing} had not reported the end of their script").format(
+                 rank=rank, how=how, missing=", ".join(map(str, missing)))

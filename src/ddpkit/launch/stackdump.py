@@ -45,6 +45,7 @@ class NodeStacks:
     error: str = ""  # the node could not be asked (SSH, no interpreter)
     ptrace: dict = field(default_factory=dict)  # ptrace_scope, cap_sys_ptrace, uid, container
     unreadable: int = 0  # processes of other users we could not look into
+    watch: dict = field(default_factory=dict)  # --hang-timeout: progress + flight recorder
 
     def to_dict(self) -> dict:
         return {"host": self.host, "error": self.error, "ptrace": self.ptrace,
@@ -91,12 +92,16 @@ def pyspy_version() -> str:
 
 
 def take_stacks(hosts: list[Host], local: list[bool], ssh: SshOptions, python: str,
-                run_id: str = "", timeout: float = 20.0) -> list[NodeStacks]:
+                run_id: str = "", timeout: float = 20.0,
+                watch: dict | None = None) -> list[NodeStacks]:
     """Every node's stacks, asked in parallel; nodes that lack py-spy get it sent, then a
-    second round asks only them."""
+    second round asks only them. `watch` (launch --hang-timeout) also brings back each rank's
+    progress and flight recorder (nodeside/stackdump.py, gather); the second round does not
+    ask for them again."""
     version = pyspy_version()
     request = {"run_id": run_id, "pyspy_version": version, "timeout": 10}
-    msg = {"op": "probe", "source": source("stackdump"), "args": [request]}
+    msg = {"op": "probe", "source": source("stackdump"),
+           "args": [{**request, "watch": watch} if watch else request]}
     with Agents(hosts, local, ssh, python) as agents:
         replies = agents.ask([msg for _unused in hosts], timeout)
         missing = [i for i, r in enumerate(replies) if r and r.get("probe", {}).get("missing_pyspy")]
@@ -107,18 +112,28 @@ def take_stacks(hosts: list[Host], local: list[bool], ssh: SshOptions, python: s
                      "args": [{**request, "pyspy_b64": data}]}
             second = agents.ask([again if i in missing else None for i in range(len(hosts))],
                                 timeout + 10)
-            replies = [second[i] if i in missing else r for i, r in enumerate(replies)]
+            replies = [_keep_watch(second[i], r) if i in missing else r
+                       for i, r in enumerate(replies)]
         return [_node(h, r, agents.ended[i]) for i, (h, r) in enumerate(zip(hosts, replies))]
+
+
+def _keep_watch(second: dict | None, first: dict | None) -> dict | None:
+    """The second round's stacks with the first round's progress and dumps."""
+    watched = (first or {}).get("probe", {}).get("watch")
+    if second is None or not watched or "probe" not in second:
+        return second
+    return {**second, "probe": {**second["probe"], "watch": watched}}
 
 
 def _node(host: Host, reply: dict | None, ended) -> NodeStacks:
     if reply is None:
         said = ended.stderr if ended is not None else ""
         why = describe_ssh_failure(said, host).message if said else _('no answer')
-        return NodeStacks(host.name, error=f"cannot reach {host.name}: {why}")
+        return NodeStacks(host.name, error=_("cannot reach {host}: {why}").format(host=host.name,
+                                                                                   why=why))
     got = reply.get("probe")
     if got is None:
-        return NodeStacks(host.name, error=f"{host.name}: {reply.get('error', 'agent error')}")
+        return NodeStacks(host.name, error=f"{host.name}: {reply.get('error') or _('agent error')}")
     missing = "no py-spy on the node, and none here to send" if got.get("missing_pyspy") else ""
     procs = tuple(ProcStack(
         host=host.name, pid=int(p["pid"]), role=p.get("role", "worker"), rank=p.get("rank"),
@@ -127,7 +142,7 @@ def _node(host: Host, reply: dict | None, ended) -> NodeStacks:
         threads=tuple(p.get("threads", ())), error=p.get("error", "") or missing)
         for p in got.get("procs", []))
     return NodeStacks(host.name, procs, error=got.get("error", ""), ptrace=got.get("ptrace", {}),
-                      unreadable=int(got.get("unreadable", 0)))
+                      unreadable=int(got.get("unreadable", 0)), watch=got.get("watch") or {})
 
 
 def timed_take(*args, **kwargs) -> tuple[list[NodeStacks], float]:

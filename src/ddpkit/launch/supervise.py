@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import Callable
 
+from ddpkit.i18n import _
 from ddpkit.launch.output import (
     COLORS,
     CONSEQUENCE,
@@ -99,7 +100,10 @@ class Supervisor:
         self.hang_timeout, self.on_stall = hang_timeout, on_stall
         self.last_output = self.t0
         self.stall: tuple[str, float, threading.Thread] | None = None
-        self.stall_verdict: list = []  # [False]: on_stall found no hang after all
+        # [False]: on_stall found no hang after all; [N]: nor that, and asks to look again after
+        # N s of further silence (a rank stepped N s before the hang timeout ran out)
+        self.stall_verdict: list = []
+        self.next_check_s: float | None = None  # the silence that triggers the next check
 
     # ---- starting -------------------------------------------------------------------------
     def _argv(self, node: NodeRun) -> list[str]:
@@ -141,7 +145,8 @@ class Supervisor:
                 stderr=subprocess.PIPE, start_new_session=True)  # Ctrl-C reaches us, not them
         except OSError as exc:
             node.state, node.exit_code = "failed", 127
-            node.first_error = f"cannot start {argv[0]}: {exc.strerror}"
+            node.first_error = _("cannot start {program}: {strerror}").format(
+                program=argv[0], strerror=exc.strerror)
             node.ended_at = time.monotonic()
             if self.first_failure is None:
                 self.first_failure = node
@@ -168,6 +173,7 @@ class Supervisor:
     # ---- output -----------------------------------------------------------------------------
     def _handle(self, node: NodeRun, stream: str, text: str) -> None:
         self.last_output = time.monotonic()
+        self.next_check_s = None  # output: the next check waits the whole hang timeout again
         if text.startswith(MARK):
             try:
                 node.marker = json.loads(text[len(MARK):])
@@ -209,6 +215,7 @@ class Supervisor:
             died = WORKER_DIED.search(body)
             if died and not node.agent_error:
                 node.agent_error = describe_exit(int(died.group("code")), died.group("local"))
+                node.agent_echo = int(died.group("code")) == -signal.SIGKILL
             elif not node.agent_error and (is_exc or ERROR_HINT.search(body)) \
                     and "ChildFailedError" not in body:
                 node.agent_error = body.strip()
@@ -245,7 +252,7 @@ class Supervisor:
         elif not node.plan.local and rc == 255:
             node.state, node.exit_code = "ssh_error", rc
             fail = describe_ssh_failure("\n".join(node.own_stderr), node.plan.host)
-            node.first_error = f"SSH session lost: {fail.message}"
+            node.first_error = _("SSH session lost: {message}").format(message=fail.message)
         else:
             node.exit_code = rc
             node.state = "stopped" if self.tearing_down_at is not None else ("ok" if rc == 0 else "failed")
@@ -344,7 +351,8 @@ class Supervisor:
             why, since, worker = self.stall
             if worker.is_alive() and not self.hard_kill and now - since <= STALL_LIMIT_S:
                 return
-            alive = self.stall_verdict == [False] or self.last_output > since
+            verdict = self.stall_verdict[0] if self.stall_verdict else True
+            alive = verdict is not True or self.last_output > since
             if why == "hang" and alive and self.reason == "hang" and not self.hard_kill:
                 # on_stall saw a rank busy computing (loading, compiling), or the run spoke
                 # again while its stacks were being taken: not a hang
@@ -352,6 +360,7 @@ class Supervisor:
                 if cancel is not None:
                     cancel()  # the callback forgets what it saw
                 self.reason, self.stall, self.last_output = "", None, now
+                self.next_check_s = float(verdict) if verdict not in (True, False) else None
                 return
             self._teardown(why)
             return
@@ -361,7 +370,7 @@ class Supervisor:
                 self._stall(self.reason)
             else:
                 self._teardown(self.reason)
-        elif self.hang_timeout and silent >= self.hang_timeout:
+        elif self.hang_timeout and silent >= (self.next_check_s or self.hang_timeout):
             self.reason = "hang"
             if self.on_stall:
                 self._stall("hang")
@@ -395,10 +404,15 @@ class Supervisor:
         # Output from different nodes arrives out of order (torchrun tails log files every
         # 0.1 s, then SSH), so a peer's "connection closed" can beat the real error: rank a
         # node's own error above a consequence, then by time.
-        return min(failed, key=lambda n: (bool(CONSEQUENCE.search(n.first_error)),
+        return min(failed, key=lambda n: (bool(CONSEQUENCE.search(n.first_error)) or (
+                                              n.agent_echo and n.first_error == n.agent_error),
                                           n.error_at or n.ended_at or 0.0))
 
     def _result(self) -> RunResult:
+        if self.reason == "hang" and self.tearing_down_at is None:
+            # a stall check was under way when every node ended by itself: not hung (the
+            # verdict on a run that finished is its exit codes')
+            self.reason = ""
         if self.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
             code = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}[self.reason]
         elif self.first_failure is not None:

@@ -29,6 +29,11 @@
 #      crash after it happened in the interpreter's own shutdown, not in training;
 #   6. normal exit with that code (KeyboardInterrupt: by SIGINT, as Python does).
 # Signals are left alone: SIGTERM from torchrun kills the worker as before.
+#
+# With `ddpkit launch --hang-timeout`, DDPKIT_WATCH_DIR names a folder, and a daemon thread
+# ("ddpkit-watch", see watch_loop) serves the launcher's hang check from there: this rank's
+# step count (from ddpkit.runtime, when the script uses it) and, on request, its flight-recorder
+# dump. It sleeps between looks and never raises into the script.
 # Stdlib only, Python 3.6+. DDPKIT_NO_BOOTSTRAP=1 or `ddpkit launch --no-bootstrap` skips it.
 import atexit
 import builtins
@@ -36,6 +41,7 @@ import gc
 import os
 import sys
 import threading
+import time
 import types
 
 MARK = "@@ddpkit-script-end "
@@ -179,11 +185,105 @@ def drop_globals(mod):
                 d[key] = None
 
 
+WATCH_POLL_S = 0.5
+WATCH_THREAD = "ddpkit-watch"
+FR_DUMPERS = (("fr_rank_", "_dump_fr_trace"), ("nccl_rank_", "_dump_nccl_trace"))
+
+
+def start_watch(environ=None):
+    """The watcher thread, when the launch asked for one and none runs yet (ddpkit.runtime
+    also calls this, for a launch with --no-bootstrap)."""
+    environ = os.environ if environ is None else environ
+    folder = environ.get("DDPKIT_WATCH_DIR", "")
+    if not folder or any(t.name == WATCH_THREAD for t in threading.enumerate()):
+        return None
+    rank = environ.get("RANK", "0")
+    thread = threading.Thread(target=watch_loop, args=(folder, rank), name=WATCH_THREAD)
+    thread.daemon = True
+    thread.start()
+    return thread
+
+
+def mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def write_atomic(path, data):
+    """Readers on the node never see half a file."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def current_steps():
+    """ddpkit.runtime's step count, read without importing anything (None: not in use)."""
+    runtime = sys.modules.get("ddpkit.runtime")
+    steps = getattr(runtime, "_steps", None)
+    return steps if isinstance(steps, int) else None
+
+
+def dump_flight_recorder(folder, rank):
+    """torch's flight recorder of this process, as its own pickle bytes: Gloo (and other
+    non-NCCL) groups through _dump_fr_trace, NCCL through _dump_nccl_trace (CUDA builds).
+    Without stack traces: a dump with them symbolizes them first, 2-4 s of CPU per rank on a
+    busy machine (measured, torch 2.13), all ranks at once, in the middle of a teardown; the
+    launcher takes each rank's place from py-spy instead. Only when the script imported
+    torch.distributed; an old torch has neither dumper: nothing."""
+    if sys.modules.get("torch.distributed") is None:
+        return
+    c10d = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
+    for prefix, name in FR_DUMPERS:
+        dumper = getattr(c10d, name, None)
+        if dumper is None:
+            continue
+        try:
+            data = dumper(True, False, False)  # collectives, no stack traces, not only active
+        except Exception:
+            continue
+        if data:
+            write_atomic(os.path.join(folder, "%s%s.pkl" % (prefix, rank)), bytes(data))
+
+
+def watch_loop(folder, rank, poll=WATCH_POLL_S, stop=None):
+    """Every `poll` seconds: write progress_rank_N ("STEPS UNIXTIME") when the step count
+    changed; dump the flight recorder when dump_request is newer than the last one served.
+    The main thread may be blocked in a collective meanwhile: the wait releases the GIL.
+    `stop` (a threading.Event) ends it: tests only; the real one dies with its process."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return
+    trigger = os.path.join(folder, "dump_request")
+    progress = os.path.join(folder, "progress_rank_%s" % rank)
+    served, written = mtime(trigger), None  # a request older than this process is not ours
+    while True:
+        if stop is None:
+            time.sleep(poll)
+        elif stop.wait(poll):
+            return
+        try:
+            steps = current_steps()
+            if steps is not None and steps != written:
+                write_atomic(progress, ("%d %.3f\n" % (steps, time.time())).encode())
+                written = steps
+            asked = mtime(trigger)
+            if asked is not None and (served is None or asked > served):
+                served = asked
+                dump_flight_recorder(folder, rank)
+        except Exception:
+            pass  # a full disk, a torch that cannot dump: the script runs on regardless
+
+
 def main():
     argv = sys.argv[1:]
     if not argv or (argv[0] == "-m" and len(argv) < 2):
         sys.stderr.write(USAGE + "\n")
         return 2, False
+    start_watch()
     code, sigint, mod = 0, False, OURS
     try:
         if argv[0] == "-m":

@@ -4,15 +4,20 @@
 # that never completed), then takes every Python stack at once with `py-spy dump --json`.
 # py-spy is looked up next to this interpreter, on PATH and in ~/.cache/ddpkit/bin; when it is
 # missing, the launcher sends the binary in the request ("pyspy_b64") and it is kept in the
-# cache. Stdlib only, Python 3.6+.
+# cache. With "watch" in the request (launch --hang-timeout), it also reads each rank's progress
+# and flight recorder from the folder the rank's watcher thread serves (DDPKIT_WATCH_DIR, see
+# nodeside/bootstrap.py) and sends back a small summary of them. Stdlib only, Python 3.6+.
 import base64
+import io
 import os
+import pickle
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 TORCHRUN = re.compile(r"(^|/)torchrun$")
 AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
@@ -234,16 +239,141 @@ def collect(request):
             out["error"] = "cannot store py-spy in %s: %s" % (cache_dir(), exc.strerror)
             return out
     procs, out["unreadable"] = scan(run_id)
-    chosen = [describe(p) for p in select(procs)]
+    picked = select(procs)
+    chosen = [describe(p) for p in picked]
     out["procs"] = chosen
-    if not pyspy:
+    want = request.get("watch")
+    folders = watch_dirs(picked) if want else {}
+    # a rank here that stepped within recent_s: not hung, so neither stacks nor dumps
+    stepping = bool(folders) and stepped_recently(folders, want)
+    asked = ask_dumps(folders) if folders and not stepping else None  # the dumps run meanwhile
+    started = time.time()
+    if stepping:
+        out["stepping"] = True
+    elif pyspy:
+        out["pyspy"] = pyspy
+        threads = [threading.Thread(target=dump, args=(pyspy, info,
+                                                       float(request.get("timeout", 10))))
+                   for info in chosen]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
         out["missing_pyspy"] = True
-        return out
-    out["pyspy"] = pyspy
-    threads = [threading.Thread(target=dump, args=(pyspy, info, float(request.get("timeout", 10))))
-               for info in chosen]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    took = round(time.time() - started, 2)
+    if folders:
+        out["watch"] = gather(folders, want, asked)
+        out["watch"]["pyspy_s"] = took
+    return out
+
+
+# ---- the watcher's folder (launch --hang-timeout) -------------------------------------------
+FR_PREFIXES = ("fr_rank_", "nccl_rank_")
+LIB = re.compile(r"/(site|dist)-packages/|/lib/python\d+\.\d+/|^<frozen ")
+
+
+def watch_dirs(picked):
+    """rank -> the folder its watcher serves (only workers of a launch that asked for one)."""
+    out = {}
+    for p in picked:
+        folder, rank = p["env"].get("DDPKIT_WATCH_DIR"), p["env"].get("RANK", "")
+        if p["role"] == "worker" and folder and rank.isdigit():
+            out[int(rank)] = folder
+    return out
+
+
+def progress(folder, rank, now):
+    text = read(os.path.join(folder, "progress_rank_%d" % rank)) or ""
+    parts = text.split()
+    try:
+        return {"steps": int(parts[0]), "age_s": round(now - float(parts[1]), 2)}
+    except (IndexError, ValueError):
+        return None
+
+
+def stepped_recently(folders, want):
+    now, recent = time.time(), float(want.get("recent_s", 0))
+    return any((progress(f, r, now) or {}).get("age_s", recent + 1) < recent
+               for r, f in folders.items())
+
+
+def ask_dumps(folders):
+    """Touch every folder's dump_request; returns the request's time (None: could not)."""
+    now, stamp = time.time(), None
+    for folder in set(folders.values()):
+        path = os.path.join(folder, "dump_request")
+        try:
+            with open(path, "w") as f:
+                f.write("%.3f\n" % now)
+            stamp = os.stat(path).st_mtime if stamp is None else min(stamp, os.stat(path).st_mtime)
+        except OSError:
+            pass
+    return stamp
+
+
+def fresh_dumps(folder, rank, asked):
+    """This rank's dumps written after the request: {prefix: path}."""
+    out = {}
+    for prefix in FR_PREFIXES:
+        path = os.path.join(folder, "%s%d.pkl" % (prefix, rank))
+        try:
+            if os.stat(path).st_mtime >= asked:
+                out[prefix] = path
+        except OSError:
+            pass
+    return out
+
+
+def gather(folders, want, asked):
+    """Per rank: its progress and, when dumps were asked for, the last entries of its flight
+    recorder (waiting up to fr_wait_s after the request for the watchers to write them)."""
+    begun = time.time()
+    if asked is not None:
+        deadline = asked + float(want.get("fr_wait_s", 4))
+        while time.time() < deadline and \
+                not all(fresh_dumps(f, r, asked) for r, f in folders.items()):
+            time.sleep(0.05)
+    now, ranks = time.time(), {}
+    for rank, folder in sorted(folders.items()):
+        info = {"progress": progress(folder, rank, now), "dumps": {}}
+        for prefix, path in sorted(fresh_dumps(folder, rank, asked).items()) if asked else ():
+            info["dumps"][prefix] = summarise(read(path, "rb") or b"", want)
+        ranks[str(rank)] = info
+    return {"asked": asked is not None, "ranks": ranks, "waited_s": round(now - begun, 2),
+            "dumped_after_s": round(now - asked, 2) if asked is not None else None}
+
+
+class PlainUnpickler(pickle.Unpickler):
+    """A flight-recorder dump holds dicts, lists and strings: refuse anything else."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError("unexpected %s.%s in a flight-recorder dump" % (module, name))
+
+
+def summarise(data, want):
+    """The last `keep` entries of one dump, small: sequence number, op, state, sizes, process
+    group and the innermost frame outside libraries (the user's line)."""
+    try:
+        dump = PlainUnpickler(io.BytesIO(data)).load()
+    except Exception as exc:
+        return {"error": "unreadable dump: %s" % exc}
+    keep = int(want.get("keep", 20))
+    entries = []
+    for e in (dump.get("entries") or [])[-keep:]:
+        user = next((f for f in e.get("frames") or [] if not LIB.search(f.get("filename", ""))),
+                    None)
+        group = e.get("process_group") or ("", "")
+        entries.append({
+            "seq": e.get("collective_seq_id"), "p2p": bool(e.get("is_p2p")),
+            "op": e.get("profiling_name", ""), "state": e.get("state", ""),
+            "pg": str(group[0]), "pg_id": str(e.get("pg_id", "")),
+            "sizes": e.get("input_sizes") or [],
+            "file": os.path.basename(user.get("filename", "")) if user else "",
+            "line": user.get("line", 0) if user else 0, "func": user.get("name", "") if user else ""})
+    stacks = any("frames" in e for e in (dump.get("entries") or [])[-keep:])
+    out = {"version": dump.get("version"), "pg_status": dump.get("pg_status") or {},
+           "entries": entries, "bytes": len(data), "stack_traces": stacks}
+    if len(data) <= int(want.get("raw_max", 0)):
+        out["raw_b64"] = base64.b64encode(data).decode()
     return out

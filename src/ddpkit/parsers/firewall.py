@@ -11,6 +11,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from ddpkit.i18n import _
+
 OPEN, BLOCKED, UNKNOWN = "open", "blocked", "unknown"
 
 
@@ -83,20 +85,29 @@ def firewalld_verdict(state: str, list_all: str, port: int) -> PortVerdict | Non
             in_rich = key.strip() == "rich rules"
     target = fields.get("target", "default")
     if target.upper() == "ACCEPT":
-        return PortVerdict("firewalld", OPEN, "the active zone's target is ACCEPT")
+        return PortVerdict("firewalld", OPEN, _("the active zone's target is ACCEPT"))
     for service in fields.get("services", "").split():
         if _SERVICE_PORTS.get(service) == port:
-            return PortVerdict("firewalld", OPEN, f"service '{service}' is open in the active zone")
+            return PortVerdict("firewalld", OPEN,
+                               _("service '{service}' is open in the active zone").format(
+                                   service=service))
     for spec in fields.get("ports", "").split():
-        number, _, proto = spec.partition("/")
+        number, _sep, proto = spec.partition("/")
         if proto == "tcp" and _port_in(port, number, "-"):
-            return PortVerdict("firewalld", OPEN, f"port {spec} is open in the active zone")
+            return PortVerdict("firewalld", OPEN,
+                               _("port {spec} is open in the active zone").format(spec=spec))
     for rule in rich:
         if "accept" in rule and (f'port="{port}"' in rule or ("source address" in rule and "port=" not in rule)):
-            return PortVerdict("firewalld", OPEN, f"rich rule allows it: {rule}")
+            return PortVerdict("firewalld", OPEN, _("rich rule allows it: {rule}").format(rule=rule))
     action = "DROP" if target.upper() == "DROP" else "REJECT"
-    zone = list_all.strip().splitlines()[0].split()[0] if list_all.strip() else "the active zone"
-    return PortVerdict("firewalld", BLOCKED, f"{port}/tcp is not open in zone '{zone}' (target {target})", action)
+    if list_all.strip():
+        zone = list_all.strip().splitlines()[0].split()[0]
+        said = _("{port}/tcp is not open in zone '{zone}' (target {target})").format(
+            port=port, zone=zone, target=target)
+    else:
+        said = _("{port}/tcp is not open in the active zone (target {target})").format(
+            port=port, target=target)
+    return PortVerdict("firewalld", BLOCKED, said, action)
 
 
 # --- ufw ----------------------------------------------------------------------------------------
@@ -126,17 +137,20 @@ def ufw_verdict(status: str, port: int) -> PortVerdict | None:
         if not _ufw_to_matches(to, port):
             continue
         if action.startswith("ALLOW") or action.startswith("LIMIT"):
-            extra = "" if source.startswith("Anywhere") else f" (only from {source})"
-            return PortVerdict("ufw", OPEN, f"rule '{line.strip()}' allows it{extra}")
+            said = (_("rule '{rule}' allows it") if source.startswith("Anywhere")
+                    else _("rule '{rule}' allows it (only from {source})"))
+            return PortVerdict("ufw", OPEN, said.format(rule=line.strip(), source=source))
         if action.startswith("DENY") or action.startswith("REJECT"):
             if not source.startswith("Anywhere"):
                 continue  # denies only some sources
             act = "DROP" if action.startswith("DENY") else "REJECT"
-            return PortVerdict("ufw", BLOCKED, f"rule '{line.strip()}' blocks it", act)
+            return PortVerdict("ufw", BLOCKED, _("rule '{rule}' blocks it").format(
+                rule=line.strip()), act)
     if policy == "allow":
-        return PortVerdict("ufw", OPEN, "ufw allows incoming by default")
+        return PortVerdict("ufw", OPEN, _("ufw allows incoming by default"))
     act = "REJECT" if policy == "reject" else "DROP"
-    return PortVerdict("ufw", BLOCKED, f"no ufw rule allows {port}/tcp and incoming is '{policy}'", act)
+    return PortVerdict("ufw", BLOCKED, _("no ufw rule allows {port}/tcp and incoming is "
+                                         "'{policy}'").format(port=port, policy=policy), act)
 
 
 def _ufw_to_matches(to: str, port: int) -> bool:
@@ -274,15 +288,17 @@ def iptables_verdict(rules: str, port: int) -> PortVerdict | None:
         target, chain, rule, note = found
         shown = shlex.join(["-A", chain, *rule])
         if target == "ACCEPT":
-            extra = f" (only {note})" if note else ""
-            return PortVerdict("iptables", OPEN, f"'{shown}' accepts it{extra}")
-        return PortVerdict("iptables", BLOCKED, f"'{shown}' {target.lower()}s it", target)
+            said = _("'{rule}' accepts it (only {note})") if note else _("'{rule}' accepts it")
+            return PortVerdict("iptables", OPEN, said.format(rule=shown, note=note))
+        said = _("'{rule}' drops it") if target == "DROP" else _("'{rule}' rejects it")
+        return PortVerdict("iptables", BLOCKED, said.format(rule=shown), target)
     policy = policies["INPUT"]
     if policy == "ACCEPT":
         if not chains.get("INPUT"):
             return None  # an empty ACCEPT table says nothing: nftables may still filter
-        return PortVerdict("iptables", OPEN, "no INPUT rule matches and the policy is ACCEPT")
-    return PortVerdict("iptables", BLOCKED, f"no INPUT rule accepts {port}/tcp and the policy is {policy}", policy)
+        return PortVerdict("iptables", OPEN, _("no INPUT rule matches and the policy is ACCEPT"))
+    return PortVerdict("iptables", BLOCKED, _("no INPUT rule accepts {port}/tcp and the policy is "
+                                              "{policy}").format(port=port, policy=policy), policy)
 
 
 # --- nftables (only what iptables does not show) --------------------------------------------
@@ -296,11 +312,13 @@ def nft_verdict(ruleset: str, port: int) -> PortVerdict | None:
     if not policies:
         return None
     if all(p == "accept" for p in policies) and not re.search(r"\b(drop|reject)\b", ruleset):
-        return PortVerdict("nftables", OPEN, "nftables input chains accept by default")
+        return PortVerdict("nftables", OPEN, _("nftables input chains accept by default"))
     if re.search(rf"tcp dport (\{{[^}}]*\b{port}\b[^}}]*\}}|{port})\s+(counter\s+)?accept", ruleset):
-        return PortVerdict("nftables", OPEN, f"an nftables rule accepts tcp dport {port}")
+        return PortVerdict("nftables", OPEN, _("an nftables rule accepts tcp dport {port}").format(
+            port=port))
     return PortVerdict("nftables", UNKNOWN,
-                       "nftables input chains drop or reject some traffic; no rule for this port was found",
+                       _("nftables input chains drop or reject some traffic; no rule for this "
+                         "port was found"),
                        "DROP")
 
 
@@ -314,4 +332,4 @@ def judge_port(outputs: dict[str, str], port: int) -> PortVerdict:
     ):
         if verdict is not None:
             return verdict
-    return PortVerdict("none", OPEN, "no active firewall found")
+    return PortVerdict("none", OPEN, _("no active firewall found"))

@@ -32,7 +32,19 @@ import torch.distributed as dist
 
 __all__ = ["Context", "init", "shutdown", "seed_everything", "loader", "DistributedLoader",
            "scale_lr", "global_batch_size", "wrap", "save_checkpoint", "load_checkpoint",
-           "print0", "is_main"]
+           "print0", "is_main", "step"]
+
+# Steps this process has made: each batch a DistributedLoader hands out, and each step() call.
+# `ddpkit launch --hang-timeout` reads it (through the watcher thread the launch starts in
+# every worker, nodeside/bootstrap.py): a silent rank whose count still moves is not hung.
+_steps = 0
+
+
+def step() -> None:
+    """Count one training step, for scripts with their own loop (a DistributedLoader counts
+    its batches already). Costs one integer addition; only `launch --hang-timeout` looks."""
+    global _steps
+    _steps += 1
 
 
 @dataclass(frozen=True)
@@ -82,8 +94,18 @@ def init(backend: str | None = None, timeout: float = 1800.0, env: dict | None =
             os.environ.setdefault("WORLD_SIZE", "1")
         dist.init_process_group(backend, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout))
+    _start_watch()
     return Context(rank=rank, local_rank=local_rank, world_size=world,
                    local_world_size=local_world, device=device, backend=backend)
+
+
+def _start_watch() -> None:
+    """A launch with --hang-timeout and --no-bootstrap: the watcher the bootstrap would have
+    started (here, not at import: a DataLoader worker imports this module too)."""
+    if os.environ.get("DDPKIT_WATCH_DIR"):
+        from ddpkit.nodeside.bootstrap import start_watch
+
+        start_watch()
 
 
 def _free_port() -> int:
@@ -188,7 +210,10 @@ class DistributedLoader:
             yield epoch
 
     def __iter__(self):
-        return iter(self.loader)
+        global _steps
+        for batch in self.loader:
+            _steps += 1  # progress for --hang-timeout: a batch handed out is a step begun
+            yield batch
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ddpkit.i18n import _
+from ddpkit.i18n import _, ngettext
 from ddpkit.launch.stackdump import NodeStacks, ProcStack
 
 # Python-level names of torch.distributed calls that block until every rank arrives
@@ -39,16 +39,22 @@ class Place:
 
     @property
     def text(self) -> str:
-        at = f" at {self.file}:{self.line}" if self.file else ""
         if self.kind == "rendezvous":
-            return "torchrun's rendezvous (no workers started)"
-        if self.kind in ("collective", "init"):
-            return f"{self.op}{at}"
+            return _("torchrun's rendezvous (no workers started)")
         if self.kind == "unknown":
-            return "no Python stack"
-        name = f"{self.func}()" if self.func and self.func != "<module>" else "module code"
-        inner = f" (in {self.inner})" if self.inner else ""
-        return f"{name}{at}{inner}"
+            return _("no Python stack")
+        if self.kind in ("collective", "init"):
+            name, inner = self.op, ""
+        else:
+            name = f"{self.func}()" if self.func and self.func != "<module>" else _("module code")
+            inner = self.inner
+        # one message per shape, so a translation places "at" and "in" itself
+        if self.file:
+            text = (_("{name} at {file}:{line} (in {inner})") if inner
+                    else _("{name} at {file}:{line}"))
+        else:
+            text = _("{name} (in {inner})") if inner else "{name}"
+        return text.format(name=name, file=self.file, line=self.line, inner=inner)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "op": self.op, "file": self.file, "line": self.line,
@@ -91,29 +97,34 @@ class StackReport:
     rendezvous: str = ""  # a rendezvous that never completed: which nodes never joined
     problems: tuple[Problem, ...] = ()
     nodes: tuple[NodeStacks, ...] = field(default=(), compare=False)
+    evidence: tuple[str, ...] = ()  # the flight recorder's lines (troubleshoot/flight.py)
 
     def to_dict(self) -> dict:
         return {"schema": 1, "verdict": self.verdict, "stragglers": list(self.stragglers),
                 "missing_ranks": list(self.missing_ranks), "rendezvous": self.rendezvous,
                 "groups": [g.to_dict() for g in self.groups],
                 "problems": [p.to_dict() for p in self.problems],
+                "evidence": list(self.evidence),
                 "nodes": [n.to_dict() for n in self.nodes]}
 
     def lines(self) -> list[str]:
         out = []
         for g in self.groups:
-            who = "rank" if len(g.ranks) == 1 else "ranks"
-            label = f"{who} {g.label} ({', '.join(g.hosts)})" if g.ranks else ", ".join(g.hosts)
+            label = f"{ranks_word(g.ranks)} ({', '.join(g.hosts)})" if g.ranks \
+                else ", ".join(g.hosts)
             mark = "!" if g.odd else " "
             note = f", {g.note}" if g.note else ""
             out.append(f"{mark} {label}: {g.place.text}{note}")
         if self.missing_ranks:
-            out.append(f"! {ranks_word(self.missing_ranks)}: no process found")
+            out.append("! " + _("{ranks}: no process found").format(
+                ranks=ranks_word(self.missing_ranks)))
         if self.rendezvous and self.rendezvous != self.verdict:
             out.append(f"! {self.rendezvous}")
         for p in self.problems:
-            out.append(f"  cannot read {p.where}: {p.message}")
-            out.append(f"    fix: {p.fix}")
+            out.append("  " + _("cannot read {where}: {message}").format(where=p.where,
+                                                                       message=p.message))
+            out.append("    " + _("fix: {text}").format(text=p.fix))
+        out.extend(f"! {line}" for line in self.evidence)
         if self.verdict:
             out.append(self.verdict)
         return out
@@ -135,7 +146,7 @@ def ranks_label(ranks) -> str:
 
 
 def ranks_word(ranks) -> str:
-    return f"{'rank' if len(ranks) == 1 else 'ranks'} {ranks_label(ranks)}"
+    return ngettext("rank {ranks}", "ranks {ranks}", len(ranks)).format(ranks=ranks_label(ranks))
 
 
 def main_thread(proc: ProcStack) -> list[dict]:
@@ -176,7 +187,8 @@ def place_of(proc: ProcStack) -> Place:
             return Place("collective", name, ufile, uline, ufunc)
     if any(f.get("name") == "backward" or f.get("name", "").endswith("._engine_run_backward")
            for f in frames):
-        return Place("collective", "backward (DDP's gradient all_reduce)", ufile, uline, ufunc)
+        return Place("collective", _("backward (DDP's gradient all_reduce)"), ufile, uline,
+                     ufunc)
     inner = "" if frames[0] is user else f"{frames[0].get('name', '')}, {_short(frames[0])}"
     return Place("user", ufunc, ufile, uline, ufunc, inner)
 
@@ -210,7 +222,8 @@ def _busy(nodes: list[NodeStacks]) -> list[tuple[str, str]]:
             if p.role == "worker" and active:
                 out.append((f"rank {p.rank} ({n.host}): {place.text}", key))
             elif p.role == "agent" and not workers:
-                out.append((f"{n.host}: torchrun starting ({place.text})", key))
+                out.append((_("{host}: torchrun starting ({text})").format(
+                    host=n.host, text=place.text), key))
     return out
 
 

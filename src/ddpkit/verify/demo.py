@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 
 RESULT_PREFIX = "DDPKIT_DEMO_RESULT "
+
+
+# what each check is called on a terminal; `name` (the JSON's) stays as it is
+_LABELS = {"run": N_("run"), "ranks": N_("ranks"), "loss fell": N_("loss fell"),
+           "true weights": N_("true weights"), "identical parameters": N_("identical parameters"),
+           "all_reduce": "all_reduce"}
 
 
 @dataclass(frozen=True)
@@ -15,6 +21,10 @@ class DemoCheck:
     name: str
     ok: bool
     detail: str
+
+    @property
+    def label(self) -> str:
+        return _(_LABELS[self.name]) if self.name in _LABELS else self.name
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,8 @@ def judge(results: dict[int, dict], world_size: int, exit_code: int) -> DemoVerd
         fell = [r for r in rs if r["loss_last"] < 0.01 * r["loss_first"]]
         checks.append(DemoCheck(
             "loss fell", len(fell) == len(rs),
-            f"loss {max(r['loss_first'] for r in rs):.3g} -> {max(r['loss_last'] for r in rs):.3g}"))
+            _("loss {first:.3g} -> {last:.3g}").format(first=max(r['loss_first'] for r in rs),
+                                                       last=max(r['loss_last'] for r in rs))))
         checks.append(DemoCheck(
             "true weights", all(r["weight_error"] < 0.05 for r in rs),
             _('max |w - w_true| = {max:.2g}').format(max=max(r['weight_error'] for r in rs))))

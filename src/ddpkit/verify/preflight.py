@@ -123,7 +123,7 @@ def node_check(probe: Probe, doctor: dict | None, doctor_error: str) -> NodeChec
         "addrs": [f"{i} {c}" for i, c in info.get("addrs", [])],
     }
     if not doctor and "No module named ddpkit" in doctor_error:
-        doctor_error = "ddpkit is not installed for this interpreter"
+        doctor_error = _("ddpkit is not installed for this interpreter")
     issue = (probe.problem.kind, probe.problem.message, probe.problem.fix) if probe.problem else ()
     return NodeCheck(probe.host, facts, doctor, doctor_error, issue=issue)
 
@@ -226,6 +226,6 @@ def judge(nodes: list[NodeCheck], links: LinkReport, recommend: dict, port: int,
                            _('check the node by hand')))
     out += link_problems(list(links.links), by_name, recommend.get("subnet", ""), port)
     if len(nodes) > 1 and not recommend.get("subnet") and recommend:
-        out.append(Problem(WARN, "network", master, recommend.get("note") or "no shared subnet",
+        out.append(Problem(WARN, "network", master, recommend.get("note") or _("no shared subnet"),
                            _('put every node on one network and name hosts by those addresses')))
     return out

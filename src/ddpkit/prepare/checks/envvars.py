@@ -2,54 +2,38 @@
 
 from __future__ import annotations
 
-import difflib
-
-from ddpkit.data import NCCL_PLUGIN_PREFIXES, load_toml, nccl_env_vars
+from ddpkit.data.envnames import classify
 from ddpkit.i18n import _
 from ddpkit.prepare.checks.base import CheckResult, Snapshot, Status
 
 _NCCL_DEBUG_LEVELS = {"VERSION", "WARN", "INFO", "TRACE", "ABORT"}
 
 
-def _nearest(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    return close[0] if close else ""
-
-
 def judge_name(name: str) -> CheckResult | None:
-    """One result for a suspicious NCCL_/TORCH_NCCL_ name, None when it is fine."""
-    notes = load_toml("env_notes.toml")
-    nccl = nccl_env_vars()
+    """One result for a suspicious NCCL_/TORCH_NCCL_ name, None when it is fine (the verdict is
+    data/envnames.py's, shared with lint; the wording is the doctor's)."""
+    v = classify(name)
     cid = f"env.{name}"
-    if name in notes.get("renamed", {}):
-        new = notes["renamed"][name]
+    if v is None or v.kind == "plugin":  # a network or tuner plugin (OFI, TCPX, SHARP) reads it
+        return None
+    if v.kind == "renamed":
+        new = v.suggestion
         return CheckResult(cid, Status.WARN, _('{name} is the old spelling of {new}').format(name=name, new=new),
                            detail=_('torch reads {new}; the old name is deprecated').format(new=new),
-                           hint=f"export {new}=$${name}; unset {name}".replace("$$", "$"))
-    if name in notes.get("noop", {}):
+                           hint=f"export {new}=${name}; unset {name}")
+    if v.kind == "noop":
         return CheckResult(cid, Status.WARN, _('{name} does nothing: NCCL does not read it').format(name=name),
-                           detail=_(notes["noop"][name]["why"]),
+                           detail=_(v.why),
                            hint=_('unset {name}; set the timeout with init_process_group(timeout=datetime.timedelta(minutes=60))').format(name=name))
-    if name.startswith("NCCL_"):
-        status = nccl.get(name)
-        if status == "removed":
-            return CheckResult(cid, Status.WARN, _('{name} was removed from NCCL and has no effect').format(name=name),
-                               hint=f"unset {name}")
-        if status is None and name.startswith(NCCL_PLUGIN_PREFIXES):
-            return None  # read by a network or tuner plugin (OFI, TCPX, SHARP), not by NCCL
-        if status is None:
-            near = _nearest(name, list(nccl))
-            return CheckResult(cid, Status.WARN, _('{name} is not a variable NCCL reads').format(name=name),
-                               detail=_('did you mean {near}?').format(near=near) if near else "",
-                               hint=_('export {near}=... instead').format(near=near) if near else f"unset {name}")
-    if name.startswith("TORCH_NCCL_"):
-        known = notes.get("torch", {}).get("names", [])
-        if name not in known:
-            near = _nearest(name, known)
-            return CheckResult(cid, Status.WARN, _('{name} is not a variable torch reads').format(name=name),
-                               detail=_('did you mean {near}?').format(near=near) if near else "",
-                               hint=_('export {near}=... instead').format(near=near) if near else f"unset {name}")
-    return None
+    if v.kind == "removed":
+        return CheckResult(cid, Status.WARN, _('{name} was removed from NCCL and has no effect').format(name=name),
+                           hint=f"unset {name}")
+    near = v.suggestion
+    summary = (_('{name} is not a variable torch reads') if v.reader == "torch"
+               else _('{name} is not a variable NCCL reads')).format(name=name)
+    return CheckResult(cid, Status.WARN, summary,
+                       detail=_('did you mean {near}?').format(near=near) if near else "",
+                       hint=_('export {near}=... instead').format(near=near) if near else f"unset {name}")
 
 
 def ifname_matches(spec: str, names: list[str]) -> list[str]:
@@ -83,7 +67,7 @@ def env_vars(s: Snapshot) -> list[CheckResult]:
         results.append(CheckResult(
             "env.NCCL_SOCKET_IFNAME", Status.FAIL,
             _('NCCL_SOCKET_IFNAME={spec} matches no interface here').format(spec=spec),
-            detail=f"interfaces: {', '.join(ifnames)}",
+            detail=_('interfaces: {names}').format(names=', '.join(ifnames)),
             hint=_('export NCCL_SOCKET_IFNAME=<the interface with the cluster address> (ip -br addr)')))
     gloo = s.env.get("GLOO_SOCKET_IFNAME")
     missing = [n for n in (gloo or "").split(",") if n and n not in ifnames]
@@ -95,12 +79,12 @@ def env_vars(s: Snapshot) -> list[CheckResult]:
             "env.GLOO_SOCKET_IFNAME", Status.FAIL,
             _("GLOO_SOCKET_IFNAME={gloo} uses NCCL's '{gloo2}' syntax, which Gloo does not have").format(gloo=gloo, gloo2=gloo[0]),
             detail=_("Gloo takes exact interface names, comma-separated; '^' (exclude) and '=' (exact) work only in NCCL_SOCKET_IFNAME"),
-            hint=_("export GLOO_SOCKET_IFNAME={value} (an exact name; keep the '^...' form for NCCL_SOCKET_IFNAME)").format(value=good[0] if good else '<the cluster interface>')))
+            hint=_("export GLOO_SOCKET_IFNAME={value} (an exact name; keep the '^...' form for NCCL_SOCKET_IFNAME)").format(value=good[0] if good else _('<the cluster interface>'))))
     elif missing:
         results.append(CheckResult(
             "env.GLOO_SOCKET_IFNAME", Status.FAIL,
             _('GLOO_SOCKET_IFNAME names {missing}, which does not exist here').format(missing=', '.join(missing)),
-            detail=f"interfaces: {', '.join(ifnames)}",
+            detail=_('interfaces: {names}').format(names=', '.join(ifnames)),
             hint=_('export GLOO_SOCKET_IFNAME=<the interface with the cluster address> (exact name)')))
     if not results:
         shown = [n for n in sorted(s.env) if n.startswith(("NCCL_", "TORCH_", "GLOO_"))]

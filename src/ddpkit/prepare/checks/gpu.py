@@ -29,7 +29,8 @@ def cuda_wheel_command(driver_cuda: str = "", python: str = "") -> str:
     pip = f"{python} -m pip" if python else "pip"
     cmd = f"{pip} install torch --index-url https://download.pytorch.org/whl/{wheel}"
     if not driver_cuda:
-        cmd += " (or the cuXXX variant the node's driver supports: 'ddpkit doctor' there names it)"
+        cmd += " " + _("(or the cuXXX variant the node's driver supports: 'ddpkit doctor' there "
+                       "names it)")
     return cmd
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ddpkit.i18n import _
 from ddpkit.parsers.osrelease import OsInfo
 
 
@@ -22,7 +23,7 @@ def install_cmd(os_info: OsInfo, rhel_pkg: str, debian_pkg: str) -> str:
         return f"sudo {os_info.pkg} install -y {rhel_pkg}"
     if os_info.family == "debian":
         return f"sudo apt-get install -y {debian_pkg}"
-    return f"install {debian_pkg} with your package manager"
+    return _("install {package} with your package manager").format(package=debian_pkg)
 
 
 def gib(n_bytes: float) -> str:

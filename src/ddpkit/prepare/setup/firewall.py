@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ddpkit.errors import EnvironmentFailure
+from ddpkit.i18n import _
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.plan import Addr, NodeFacts, choose_network
 from ddpkit.launch.remote import SshOptions, describe_ssh_failure, ssh_run_all, ssh_settings
@@ -138,7 +139,7 @@ def node_from_output(host: Host, stdout: str) -> NodeFw:
 def cluster_subnet(nodes: list[NodeFw], ssh_hostnames: list[str]) -> str:
     facts = [NodeFacts(hostname=n.host.name, addrs=n.addrs, ssh_hostname=h)
              for n, h in zip(nodes, ssh_hostnames)]
-    master, _, _ = choose_network(facts)
+    master, _unused, _unused2 = choose_network(facts)
     if not master:
         return ""
     return str(next(a.network for a in nodes[0].addrs if a.ip == master))
@@ -161,10 +162,11 @@ def plan_node(node: NodeFw, *, master: bool, port: int, subnet: str,
         plan = _stop(plan)
     if plan.steps and node.access == "none":
         plan = NodePlan(plan.host, plan.firewall, plan.steps, plan.persist, plan.notes,
-                        node.access, error="changing the firewall needs root, and sudo asks "
-                        "for a password here",
-                        fix=f"run the commands above on {plan.host} as root, or log in as root "
-                            "(ssh config User root), or allow passwordless sudo for them")
+                        node.access, error=_("changing the firewall needs root, and sudo asks "
+                                             "for a password here"),
+                        fix=_("run the commands above on {host} as root, or log in as root "
+                              "(ssh config User root), or allow passwordless sudo for them").format(
+                                  host=plan.host))
     return plan
 
 
@@ -179,15 +181,16 @@ def _firewalld(node: NodeFw, master: bool, port: int, subnet: str) -> NodePlan:
     if not trusted:
         peer = firewalld_verdict("running", o.get("firewalld_list", ""), PEER_SAMPLE_PORT)
         if peer is not None and peer.state == BLOCKED:
-            steps.append(Step(f"trust the cluster subnet {subnet} (NCCL/Gloo random ports)",
+            steps.append(Step(_("trust the cluster subnet {subnet} (NCCL/Gloo random ports)").format(subnet=subnet),
                               _cmd(trust_subnet_command("firewalld", subnet))))
     rdzv = firewalld_verdict("running", o.get("firewalld_list", ""), port)
     # trusting the subnet covers the rendezvous port too: open it alone only when needed
     if master and not trusted and not steps and rdzv is not None and rdzv.state == BLOCKED:
-        steps.insert(0, Step(f"open the rendezvous port {port}/tcp",
+        steps.insert(0, Step(_("open the rendezvous port {port}/tcp").format(port=port),
                              _cmd(open_port_command("firewalld", port))))
     return NodePlan(node.host.name, "firewalld", tuple(steps),
-                    notes=("firewalld keeps --permanent rules across reboots",) if steps else ())
+                    notes=(_("firewalld keeps --permanent rules across reboots"),) if steps
+                    else ())
 
 
 def _covers(source: str, subnet: str) -> bool:
@@ -221,15 +224,15 @@ def _ufw(node: NodeFw, master: bool, port: int, subnet: str) -> NodePlan:
     steps = []
     peer = ufw_verdict(status, PEER_SAMPLE_PORT)
     if not trusted and peer is not None and peer.state == BLOCKED:
-        steps.append(Step(f"trust the cluster subnet {subnet} (NCCL/Gloo random ports)",
+        steps.append(Step(_("trust the cluster subnet {subnet} (NCCL/Gloo random ports)").format(subnet=subnet),
                           _cmd(trust_subnet_command("ufw", subnet))))
     rdzv = ufw_verdict(status, port)
     # trusting the subnet covers the rendezvous port too: open it alone only when needed
     if master and not trusted and not steps and rdzv is not None and rdzv.state == BLOCKED:
-        steps.insert(0, Step(f"open the rendezvous port {port}/tcp",
+        steps.insert(0, Step(_("open the rendezvous port {port}/tcp").format(port=port),
                              _cmd(open_port_command("ufw", port))))
     return NodePlan(node.host.name, "ufw", tuple(steps),
-                    notes=("ufw keeps its rules across reboots",) if steps else ())
+                    notes=(_("ufw keeps its rules across reboots"),) if steps else ())
 
 
 def _iptables_for_cluster(rules: str, subnet: str) -> str:
@@ -247,7 +250,7 @@ def _iptables_for_cluster(rules: str, subnet: str) -> str:
 
 
 def _iptables_trusts(rules: str, subnet: str) -> bool:
-    _, chains = parse_iptables_s(rules)
+    _unused, chains = parse_iptables_s(rules)
     for rule in chains.get("INPUT", []):
         if rule[:2] == ["-s", subnet] and rule[-2:] == ["-j", "ACCEPT"] and len(rule) == 4:
             return True
@@ -267,11 +270,11 @@ def _netfilter(node: NodeFw, master: bool, port: int, subnet: str) -> NodePlan:
         active.append("iptables")
         trusted = _iptables_trusts(ipt, subnet)
         if not trusted and peer is not None and peer.state == BLOCKED:
-            steps.append(Step(f"trust the cluster subnet {subnet} (NCCL/Gloo random ports)",
+            steps.append(Step(_("trust the cluster subnet {subnet} (NCCL/Gloo random ports)").format(subnet=subnet),
                               f"iptables -I INPUT -s {subnet} -j ACCEPT"))
         if master and rdzv is not None and rdzv.state == BLOCKED and not (
                 trusted or steps):
-            steps.insert(0, Step(f"open the rendezvous port {port}/tcp",
+            steps.insert(0, Step(_("open the rendezvous port {port}/tcp").format(port=port),
                                  f"iptables -I INPUT -p tcp --dport {port} -j ACCEPT"))
         if steps:
             persist += _persist_iptables(node.persist, notes)
@@ -285,8 +288,9 @@ def _netfilter(node: NodeFw, master: bool, port: int, subnet: str) -> NodePlan:
         if master:
             verdicts.append(chain_verdict(c, port, subnet)[0])
         if any(v != "accept" for v in verdicts):
-            nft_steps.append(Step(f"trust the cluster subnet {subnet} in nftables chain "
-                                  f"{c.family} {c.table} {c.name}",
+            nft_steps.append(Step(_("trust the cluster subnet {subnet} in nftables chain "
+                                    "{chain}").format(subnet=subnet,
+                                                      chain=f"{c.family} {c.table} {c.name}"),
                                   "nft insert rule " + shlex.join([c.family, c.table, c.name])
                                   + f" ip saddr {subnet} accept"))
     if chains:
@@ -301,12 +305,13 @@ def _netfilter(node: NodeFw, master: bool, port: int, subnet: str) -> NodePlan:
 def _persist_iptables(files: tuple[str, ...], notes: list[str]) -> list[Step]:
     for path in ("/etc/iptables/rules.v4", "/etc/sysconfig/iptables"):
         if path in files:
-            return [Step(f"keep the rules across reboots ({path})", f"iptables-save > {path}")]
+            return [Step(_("keep the rules across reboots ({path})").format(path=path),
+                         f"iptables-save > {path}")]
     if "netfilter-persistent" in files:
-        return [Step("keep the rules across reboots", "netfilter-persistent save")]
-    notes.append("iptables rules are lost at reboot: no rules file here; install "
-                 "iptables-persistent (Debian/Ubuntu) or iptables-services (RHEL) and run this "
-                 "again")
+        return [Step(_("keep the rules across reboots"), "netfilter-persistent save")]
+    notes.append(_("iptables rules are lost at reboot: no rules file here; install "
+                   "iptables-persistent (Debian/Ubuntu) or iptables-services (RHEL) and run this "
+                   "again"))
     return []
 
 
@@ -314,11 +319,11 @@ def _persist_nft(files: tuple[str, ...], notes: list[str]) -> list[Step]:
     for path in ("/etc/nftables.conf", "/etc/sysconfig/nftables.conf"):
         if path in files:
             # the file is loaded with `nft -f`: start from a clean ruleset, as Debian's does
-            return [Step(f"keep the rules across reboots ({path})",
+            return [Step(_("keep the rules across reboots ({path})").format(path=path),
                          f"{{ echo '#!/usr/sbin/nft -f'; echo 'flush ruleset'; "
                          f"nft -s list ruleset; }} > {path}")]
-    notes.append("nftables rules are lost at reboot: no /etc/nftables.conf here; save them "
-                 "with nft list ruleset into the file your nftables service loads")
+    notes.append(_("nftables rules are lost at reboot: no /etc/nftables.conf here; save them "
+                   "with nft list ruleset into the file your nftables service loads"))
     return []
 
 
@@ -326,10 +331,10 @@ def _stop(plan: NodePlan) -> NodePlan:
     cmds = {"firewalld": ["systemctl disable --now firewalld"], "ufw": ["ufw disable"],
             "iptables": ["iptables -P INPUT ACCEPT", "iptables -F INPUT"],
             "nftables": ["nft flush ruleset"]}
-    steps = [Step("stop the firewall (--stop-firewall)", c)
+    steps = [Step(_("stop the firewall (--stop-firewall)"), c)
              for fw in plan.firewall.split("+") for c in cmds.get(fw, [])]
     return NodePlan(plan.host, plan.firewall, tuple(steps), (), plan.notes + (
-        "the firewall is off: every port of this node is open to every network it is on",),
+        _("the firewall is off: every port of this node is open to every network it is on"),),
         plan.access)
 
 
@@ -384,10 +389,10 @@ def apply_plan(hosts: list[Host], ssh: SshOptions, plan: FirewallPlan) -> dict[s
     if any(p.error for p in plan.nodes):
         bad = next(p for p in plan.nodes if p.error)
         raise EnvironmentFailure(f"{bad.host}: {bad.error}", bad.fix)
-    replies = ssh_run_all([h for h, _ in todo], ssh, [apply_script(p) for _, p in todo],
+    replies = ssh_run_all([h for h, _p in todo], ssh, [apply_script(p) for _h, p in todo],
                           ssh.connect_timeout + 60)
     out = {}
-    for (host, _), reply in zip(todo, replies):
+    for (host, _p), reply in zip(todo, replies):
         said = (reply.stdout + reply.stderr).strip().splitlines()
         out[host.name] = "" if reply.returncode == 0 else (said[-1] if said else
                                                           f"exit {reply.returncode}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpkit.errors import EnvironmentFailure
+from ddpkit.i18n import _
 from ddpkit.launch.proc import run_cmd
 
 BUILD_DEPS = ("cloudpickle", "psutil", "pyyaml", "packaging", "cffi", "numpy", "wheel",
@@ -60,38 +61,43 @@ def build_env(mpi: bool, environ: dict[str, str] | None = None) -> dict[str, str
 def plan(python: str, version: str, workdir: Path) -> list[Step]:
     pip = [python, "-m", "pip"]
     return [
-        Step("install the build dependencies", (*pip, "install", "-q", *BUILD_DEPS)),
-        Step(f"download horovod {version} (source)",
+        Step(_("install the build dependencies"), (*pip, "install", "-q", *BUILD_DEPS)),
+        Step(_("download horovod {version} (source)").format(version=version),
              (*pip, "download", "-q", "--no-deps", "--no-binary", ":all:",
               f"horovod=={version}", "-d", str(workdir))),
-        Step("build and install against this torch (C++17)",
+        Step(_("build and install against this torch (C++17)"),
              (*pip, "install", "--no-build-isolation", "--no-deps", "--no-cache-dir",
               str(workdir / f"horovod-{version}"))),
-        Step("check the build", (python, "-m", "horovod.runner.launch", "--check-build")),
+        Step(_("check the build"), (python, "-m", "horovod.runner.launch", "--check-build")),
     ]
 
 
 def _run(step: Step, env: dict[str, str], log) -> None:
-    log(f"ddpkit setup horovod: {step.what}")
+    log(_("ddpkit setup horovod: {what}").format(what=step.what))
     done = run_cmd(list(step.argv), timeout=None, env=env)
     if done.returncode is None:
-        raise EnvironmentFailure(f"cannot run {step.argv[0]}: {done.error}",
-                                 "give --python the path of the interpreter that has torch")
+        raise EnvironmentFailure(_("cannot run {command}: {error}").format(
+                                     command=step.argv[0], error=done.error),
+                                 _("give --python the path of the interpreter that has torch"))
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
         for line in tail:
             log(f"  {line}")
-        raise EnvironmentFailure(f"{step.what} failed (exit {done.returncode}): "
-                                 + (tail[-1] if tail else ""),
-                                 "see the lines above; the build needs g++, cmake and make "
-                                 "(apt-get install g++ cmake make / dnf install gcc-c++ cmake make)")
+        raise EnvironmentFailure(_("{what} failed (exit {code}): {last}").format(
+                                     what=step.what, code=done.returncode,
+                                     last=tail[-1] if tail else ""),
+                                 _("see the lines above; the build needs g++, cmake and make "
+                                   "({commands})").format(
+                                     commands="apt-get install g++ cmake make / dnf install "
+                                              "gcc-c++ cmake make"))
 
 
 def setup_horovod(python: str = sys.executable, version: str = "0.28.1", log=print) -> str:
     """Build and install; returns what `horovodrun --check-build` printed."""
     for tool in ("cmake", "make", "g++"):
         if shutil.which(tool) is None:
-            raise EnvironmentFailure(f"'{tool}' is not installed; Horovod compiles C++",
+            raise EnvironmentFailure(_("'{tool}' is not installed; Horovod compiles C++").format(
+                                         tool=tool),
                                      "apt-get install g++ cmake make (Debian/Ubuntu), dnf install "
                                      "gcc-c++ cmake make (Rocky/CentOS)")
     mpi = shutil.which("mpicxx") is not None
@@ -103,20 +109,25 @@ def setup_horovod(python: str = sys.executable, version: str = "0.28.1", log=pri
         _run(steps[1], env, log)
         archive = next(work.glob(f"horovod-{version}.tar.gz"), None)
         if archive is None:
-            raise EnvironmentFailure(f"no source archive of horovod {version} was downloaded",
-                                     "check that PyPI is reachable (pip download horovod)")
+            raise EnvironmentFailure(_("no source archive of horovod {version} was "
+                                       "downloaded").format(version=version),
+                                     _("check that PyPI is reachable (pip download horovod)"))
         with tarfile.open(archive) as tar:
             if hasattr(tarfile, "data_filter"):  # 3.9.17+, 3.10.12+, 3.11.4+, 3.12
                 tar.extractall(work, filter="data")
             else:  # pragma: no cover
                 tar.extractall(work)
         changed = patch_cxx17(work / f"horovod-{version}")
-        log(f"ddpkit setup horovod: C++17 in {', '.join(changed) or 'nothing (already 17)'}"
-            f"; controllers: gloo{' + mpi' if mpi else ''}")
+        controllers = "gloo + mpi" if mpi else "gloo"
+        log((_("ddpkit setup horovod: C++17 in {files}; controllers: {controllers}") if changed
+             else _("ddpkit setup horovod: C++17 already; controllers: {controllers}")).format(
+                 files=", ".join(changed), controllers=controllers))
         _run(steps[2], env, log)
     check = run_cmd(list(steps[3].argv), timeout=120, env=env)
     if check.returncode != 0:
-        raise EnvironmentFailure("horovod was installed but --check-build failed: "
-                                 + (check.stderr.strip().splitlines() or [check.error or "?"])[-1],
-                                 f"{python} -c 'import horovod.torch' shows the error")
+        raise EnvironmentFailure(_("horovod was installed but --check-build failed: {last}").format(
+                                     last=(check.stderr.strip().splitlines()
+                                           or [check.error or "?"])[-1]),
+                                 _("{command} shows the error").format(
+                                     command=f"{python} -c 'import horovod.torch'"))
     return check.stdout

@@ -151,10 +151,11 @@ def parse_fingerprints(keygen_out: str) -> list[str]:
 def host_key_fix(name: str, files: list[str]) -> str:
     where = f" -f {files[0]}" if files and files[0] != os.path.expanduser("~/.ssh/known_hosts") \
         else ""
-    return (f"if the host was reinstalled: ssh-keygen -R '{name}'{where}, then run this again "
-            "and compare the fingerprint it shows with the node's own "
-            "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on the node); otherwise do not "
-            "connect: someone may be in the middle")
+    return _("if the host was reinstalled: {command}, then run this again and compare the "
+             "fingerprint it shows with the node's own ({check} on the node); otherwise do not "
+             "connect: someone may be in the middle").format(
+                 command=f"ssh-keygen -R '{name}'{where}",
+                 check="ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub")
 
 
 def parse_pairs(src: str, stdout: str) -> list[tuple[PairResult, bool]]:
@@ -235,15 +236,17 @@ def _failed(host: Host, reply: Reply, opts: SshOptions, what: str) -> HostResult
     if fail.kind == "host_key":
         _unused, name, files = _fingerprint(host, opts)
         fix = host_key_fix(name, files)
-        return HostResult(host.name, "failed", message=f"{what}: the host key of {name} has "
-                          f"CHANGED since it was recorded ({fail.message})", fix=fix)
+        return HostResult(host.name, "failed", message=_(
+            "{what}: the host key of {name} has CHANGED since it was recorded ({message})").format(
+                what=what, name=name, message=fail.message), fix=fix)
     if reply.returncode is None:
         return HostResult(host.name, "failed", message=f"{what}: {reply.stderr}",
-                          fix=f"check that {host.name} is up")
+                          fix=_("check that {host} is up").format(host=host.name))
     if reply.returncode != 255:
         last = (reply.stderr.strip().splitlines() or [f"exit {reply.returncode}"])[-1]
         return HostResult(host.name, "failed", message=f"{what}: {last}",
-                          fix=f"run 'ssh {host.target}' by hand and look at ~/.ssh there")
+                          fix=_("run 'ssh {target}' by hand and look at ~/.ssh there").format(
+                              target=host.target))
     return HostResult(host.name, "failed", message=f"{what}: {fail.message}", fix=fix)
 
 
@@ -269,16 +272,16 @@ def setup_ssh(hosts: list[Host], ssh: SshOptions, *, all_pairs: bool = False,
                 results[i] = HostResult(host.name, "ok", tuple(changes_in(again.stdout)),
                                         password_used=True)
             else:
-                results[i] = _failed(host, again, opts, "installing the key failed")
+                results[i] = _failed(host, again, opts, _("installing the key failed"))
         else:
-            results[i] = _failed(host, reply, opts, "cannot log in")
+            results[i] = _failed(host, reply, opts, _("cannot log in"))
     proved = _prove(hosts, opts, results, timeout)
     out = []
     for host, res, said in zip(hosts, proved, first):
         fp = _fingerprint(host, opts)[0] if res.state == "ok" else ""
         changes = list(res.changes)
         if "Permanently added" in said.stderr:
-            changes.insert(0, "recorded the host key (first contact)")
+            changes.insert(0, _("recorded the host key (first contact)"))
         out.append(replace(res, fingerprint=fp, changes=tuple(changes)))
     pairs: list[PairResult] = []
     if all_pairs and all(r.state == "ok" for r in out):
@@ -294,11 +297,13 @@ def _prove(hosts: list[Host], opts: SshOptions, results: list[HostResult | None]
     out = [r for r in results if r is not None]
     for i, reply in zip(todo, replies):
         if reply.returncode != 0:
-            res = _failed(hosts[i], reply, opts, "the key is installed but BatchMode login fails")
+            res = _failed(hosts[i], reply, opts,
+                          _("the key is installed but BatchMode login fails"))
             if res.fix.startswith("ssh-copy-id"):
-                res = replace(res, fix=f"on {hosts[i].name}: check sshd's PubkeyAuthentication "
-                                       "and AuthorizedKeysFile (sshd -T), and that the home "
-                                       "directory is not group- or world-writable")
+                res = replace(res, fix=_("on {host}: check sshd's PubkeyAuthentication and "
+                                         "AuthorizedKeysFile (sshd -T), and that the home "
+                                         "directory is not group- or world-writable").format(
+                                             host=hosts[i].name))
             out[i] = res
     return out
 
@@ -313,13 +318,14 @@ def _all_pairs(hosts: list[Host], opts: SshOptions, results: list[HostResult],
         found = [ln.split("pubkey: ", 1)[1].strip() for ln in reply.stdout.splitlines()
                  if ln.startswith("pubkey: ")]
         if reply.returncode != 0 or not found or not found[0]:
-            results[i] = _failed(hosts[i], reply, opts, "cannot create the node's own key")
+            results[i] = _failed(hosts[i], reply, opts, _("cannot create the node's own key"))
             continue
         keys.append(found[0])
         extra[i] += changes_in(reply.stdout)
     done = ssh_run_all(hosts, opts, [authorize_argv(keys)] * len(hosts), timeout)
     for i, reply in enumerate(done):
-        extra[i] += [f"{c} (another node's)" if c.startswith("added key") else c
+        extra[i] += [_("{change} (another node's)").format(change=c) if c.startswith("added key")
+                     else c
                      for c in changes_in(reply.stdout)]
     names = [h.target for h in hosts]
     argvs = [["sh", "-c", PAIRS_SCRIPT, "ddpkit-pairs", *[n for j, n in enumerate(names) if j != i]]
@@ -329,10 +335,10 @@ def _all_pairs(hosts: list[Host], opts: SshOptions, results: list[HostResult],
     for i, reply in enumerate(tried):
         found = parse_pairs(hosts[i].name, reply.stdout)
         if reply.returncode != 0 and not found:
-            results[i] = _failed(hosts[i], reply, opts, "cannot test logins from this node")
+            results[i] = _failed(hosts[i], reply, opts, _("cannot test logins from this node"))
         pairs += [p for p, _unused in found]
         recorded = [p.dst for p, new_key in found if new_key]
         if recorded:
-            extra[i].append("recorded the host keys of " + ", ".join(recorded))
+            extra[i].append(_("recorded the host keys of {hosts}").format(hosts=", ".join(recorded)))
     out = [replace(r, changes=tuple(c)) if r.state == "ok" else r for r, c in zip(results, extra)]
     return out, pairs

@@ -19,13 +19,24 @@ from typing import Callable
 
 from ddpkit.data import load_toml
 from ddpkit.errors import UsageError
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 from ddpkit.launch.hosts import Host
 from ddpkit.launch.remote import SshOptions, describe_ssh_failure, ssh_push, ssh_run, ssh_run_all
 from ddpkit.nodeside import source
 from ddpkit.prepare.checks.util import vtuple
 
 INDEX = "https://download.pytorch.org/whl"
+
+# An install step's reason (an id) as a table cell and as the line logged when it runs: one
+# whole message each, translated where shown.
+CHANGES = {"install": N_("install"), "upgrade": N_("upgrade"), "downgrade": N_("downgrade"),
+           "another build": N_("another build")}
+_INSTALLING = {
+    "install": N_("ddpkit setup torch: {name}: install torch {want}"),
+    "upgrade": N_("ddpkit setup torch: {name}: upgrade torch {want}"),
+    "downgrade": N_("ddpkit setup torch: {name}: downgrade torch {want}"),
+    "another build": N_("ddpkit setup torch: {name}: another build torch {want}"),
+}
 
 FACTS_SCRIPT = r"""PY="$1"
 echo "@@ddpkit probe"; "$PY" -c "$2" "" "" file pip 2>&1
@@ -132,18 +143,19 @@ def plan_torch(nodes: list[TorchNode], version: str, *, python: str,
     notes = []
     variants, assumed = wheel_variants(version)
     if assumed:
-        notes.append(f"torch {version} is newer than ddpkit's table of builds: assuming the "
-                     f"builds of the newest release it knows (cu{', cu'.join(variants)})")
+        notes.append(_("torch {version} is newer than ddpkit's table of builds: assuming the "
+                       "builds of the newest release it knows ({builds})").format(
+                           version=version, builds=", ".join(f"cu{v}" for v in variants)))
     builds = {n.host: build_for(n.driver, version) for n in nodes if not n.error}
     gpu_builds = sorted({b for b in builds.values() if b.startswith("cu")},
                         key=lambda b: int(b[2:]))
     if len(gpu_builds) > 1:  # the same build everywhere: the one the oldest driver runs
-        notes.append(f"drivers differ: every GPU node gets {gpu_builds[0]}, the build the "
-                     "oldest driver runs")
+        notes.append(_("drivers differ: every GPU node gets {build}, the build the oldest "
+                       "driver runs").format(build=gpu_builds[0]))
         builds = {h: (gpu_builds[0] if b.startswith("cu") else b) for h, b in builds.items()}
     if gpu_builds and "cpu" in builds.values():
-        notes.append("some nodes have no GPU and get the CPU build: they can only join "
-                     "Gloo runs")
+        notes.append(_("some nodes have no GPU and get the CPU build: they can only join "
+                       "Gloo runs"))
     steps = [_step(n, version, builds.get(n.host, ""), python, wheels, allow_downgrade)
              for n in nodes]
     return TorchPlan(version, tuple(steps), tuple(notes))
@@ -155,36 +167,42 @@ def _step(node: TorchNode, version: str, build: str, python: str, wheels: list[s
     if node.error:
         return NodeStep(node.host, "error", have, "", reason=node.error, fix=node.fix)
     if not build:
-        return NodeStep(node.host, "error", have, "", reason=f"driver {node.driver} is too old "
-                        f"for every CUDA build of torch {version}",
-                        fix="upgrade the NVIDIA driver, or choose an older --version")
+        return NodeStep(node.host, "error", have, "",
+                        reason=_("driver {driver} is too old for every CUDA build of torch "
+                                 "{version}").format(driver=node.driver, version=version),
+                        fix=_("upgrade the NVIDIA driver, or choose an older --version"))
     want = f"{version}+{build}"
     if have == want:
-        return NodeStep(node.host, "keep", have, want, reason="already installed")
+        return NodeStep(node.host, "keep", have, want, reason=_("already installed"))
     if have and vtuple(have) > vtuple(version) and not allow_downgrade:
         return NodeStep(node.host, "refuse", have, want,
-                        reason=f"{node.host} has torch {have}, newer than {version}: refusing "
-                               "to downgrade",
-                        fix=f"--version {have.split('+')[0]} to match it, or --allow-downgrade")
+                        reason=_("{host} has torch {have}, newer than {version}: refusing to "
+                                 "downgrade").format(host=node.host, have=have, version=version),
+                        fix=_("{option} to match it, or --allow-downgrade").format(
+                            option=f"--version {have.split('+')[0]}"))
     if not node.pip:
-        return NodeStep(node.host, "error", have, want, reason=f"no pip for {python}",
-                        fix=f"{python} -m ensurepip, or install python3-pip")
+        return NodeStep(node.host, "error", have, want,
+                        reason=_("no pip for {python}").format(python=python),
+                        fix=_("{command}, or install python3-pip").format(
+                            command=f"{python} -m ensurepip"))
     if wheels is not None:
         tag = "cp" + "".join(node.python.split(".")[:2])
         match = [n for v, py, n in parse_wheels(wheels) if v == want and py == tag]
         if not match:
             return NodeStep(node.host, "error", have, want,
-                            reason=f"no wheel of torch {want} for Python {node.python} ({tag}) "
-                                   "in --wheel-dir",
-                            fix=f"pip download torch=={want} --index-url {INDEX}/{build} "
-                                f"--python-version {node.python.rsplit('.', 1)[0]} "
-                                "--only-binary=:all: -d DIR (on a machine with internet)")
+                            reason=_("no wheel of torch {want} for Python {python} ({tag}) in "
+                                     "--wheel-dir").format(want=want, python=node.python, tag=tag),
+                            fix=_("{command} (on a machine with internet)").format(
+                                command=f"pip download torch=={want} --index-url {INDEX}/{build} "
+                                        f"--python-version {node.python.rsplit('.', 1)[0]} "
+                                        "--only-binary=:all: -d DIR"))
         cmd = [python, "-m", "pip", "install", "--no-index", "--find-links", "WHEEL_DIR",
                f"torch=={want}"]
     else:
         cmd = [python, "-m", "pip", "install", f"torch=={want}", "--index-url",
                f"{INDEX}/{build}"]
-    what = "install" if not have else (_('another build') if vtuple(have) == vtuple(version)
+    # an id (JSON's "reason" of an install step); CHANGES words it for a terminal
+    what = "install" if not have else ("another build" if vtuple(have) == vtuple(version)
                                        else ("upgrade" if vtuple(have) < vtuple(version)
                                              else "downgrade"))
     return NodeStep(node.host, "install", have, want, shlex.join(cmd), reason=what)
@@ -202,9 +220,10 @@ def node_from_output(host: str, python: str, stdout: str) -> TorchNode:
     probe = next((ln for ln in sec.get("probe", []) if ln.startswith("{")), "")
     if not probe:
         said = " ".join(sec.get("probe", [])).strip()
-        return TorchNode(host, error=f"interpreter {python} does not run: {said[-200:]}",
-                         fix=f"give --python PATH (an interpreter on {host}), or create the "
-                             "same environment at that path on every node")
+        return TorchNode(host, error=_("interpreter {python} does not run: {said}").format(
+                             python=python, said=said[-200:]),
+                         fix=_("give --python PATH (an interpreter on {host}), or create the "
+                               "same environment at that path on every node").format(host=host))
     info = json.loads(probe)
     pip_ok = "pip" not in info.get("missing", [])  # the probe looked for the module
     driver = next((ln.strip() for ln in sec.get("smi", []) if re.match(r"^\d+\.\d+", ln.strip())),
@@ -268,13 +287,16 @@ def _install_one(host: Host, ssh: SshOptions, step: NodeStep, wheel_dir: str | N
         log(_('ddpkit setup torch: {name}: pushing {n_files} wheel(s) from {wheel_dir}').format(name=host.name, n_files=len(files), wheel_dir=wheel_dir))
         pushed = ssh_push(host, ssh, files, remote_dir, 600)
         if pushed.returncode != 0:
-            return f"copying the wheels failed: {(pushed.stderr.strip() or 'no message')[-200:]}"
+            said = pushed.stderr.strip()[-200:]
+            return (_("copying the wheels failed: {said}").format(said=said) if said
+                    else _("copying the wheels failed (no message)"))
         argv = [remote_dir if a == "WHEEL_DIR" else a for a in argv]
-    log(_('ddpkit setup torch: {name}: {reason} torch {want}').format(name=host.name, reason=step.reason, want=step.want))
+    log(_(_INSTALLING.get(step.reason, _INSTALLING["install"])).format(name=host.name,
+                                                                        want=step.want))
     script = f"{shlex.join(argv)}; rc=$?; " + (f"rm -rf {shlex.quote(remote_dir)}; "
                                               if remote_dir else "") + "exit $rc"
     done = ssh_run(host, ssh, ["sh", "-c", script], 1800)
     if done.returncode == 0:
         return ""
     lines = (done.stdout + done.stderr).strip().splitlines()
-    return lines[-1] if lines else f"pip exited {done.returncode}"
+    return lines[-1] if lines else _("pip exited {code}").format(code=done.returncode)

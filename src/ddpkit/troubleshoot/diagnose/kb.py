@@ -161,4 +161,70 @@ def _anchor(items) -> frozenset[str] | None:
 def anchors(rx: re.Pattern) -> frozenset[str] | None:
     """Words, one per alternative, one of which a line matching rx must contain; None when some
     alternative has none (then the regex runs on every line)."""
-    return _anchor(list(sre_parse.parse(rx.pattern, rx.flags)))
+    return _anchor(list(_parsed(rx)))
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(rx: re.Pattern):
+    return sre_parse.parse(rx.pattern, rx.flags)
+
+
+# ---- needles: substrings one of which every match contains (the scanner's per-line test) ----
+REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _flat(items):
+    """The ops of a sequence, with plain groups (matched exactly once, no flag change) opened."""
+    for op, av in items:
+        if str(op) == "SUBPATTERN" and not av[1] and not av[2]:
+            yield from _flat(av[-1])
+        else:
+            yield op, av
+
+
+def _score(need: tuple[str, ...]) -> tuple[int, int]:
+    return min(len(s) for s in need), -len(need)
+
+
+def _need(items) -> tuple[str, ...] | None:
+    """Literal substrings, one of which is in every text the sequence matches; None if unknown."""
+    cands: list[tuple[str, ...]] = []
+    run = ""
+    for op, av in _flat(items):
+        name = str(op)
+        if name == "LITERAL":
+            run += chr(av)
+            continue
+        if name == "AT":  # zero-width: the literals on both sides are adjacent in the text
+            continue
+        if run:
+            cands.append((run,))
+        run = ""
+        if name == "BRANCH":
+            alts = [_need(alt) for alt in av[1]]
+            if alts and all(alts):
+                cands.append(tuple(sorted({s for a in alts for s in a})))
+        elif name in REPEATS and av[0] >= 1:
+            inner = _need(av[2])
+            if inner:
+                cands.append(inner)
+    if run:
+        cands.append((run,))
+    return max(cands, key=_score) if cands else None
+
+
+@functools.lru_cache(maxsize=None)
+def needles(rx: re.Pattern) -> tuple[tuple[str, ...], bool] | None:
+    """(substrings, case_insensitive): a text rx matches holds one of the substrings (lower
+    case, and tested on the lower-cased text of an ASCII line, when rx ignores case). A test
+    cheaper than the search that never changes its answer; None when no useful one is known."""
+    parsed = _parsed(rx)
+    need = _need(list(parsed))
+    if not need or _score(need)[0] < 3:
+        return None
+    ci = bool(parsed.state.flags & re.IGNORECASE)
+    if ci:
+        if not all(s.isascii() for s in need):
+            return None
+        need = tuple(sorted({s.lower() for s in need}))
+    return need, ci

@@ -29,6 +29,15 @@ NEXT_CHECKS = (  # English in JSON; shown translated (N_ marks them for the cata
     N_("ddpkit stacks (while it hangs): where each rank is stuck"),
     N_("rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL and diagnose that log"),
 )
+# A log with no error at all may be a run that hung or was killed without a word: what to do
+# next instead of an empty answer (the category stays "none", so a healthy log has no finding).
+SILENT_CHECKS = (
+    N_("ddpkit stacks (while it hangs): where each rank is stuck, and whom the others wait for"),
+    N_("ddpkit launch --hang-timeout 300 ...: names the straggler of a silent run and tears it down"),
+    N_("ddpkit check -H <host1>,<host2>: versions, links, interfaces and firewalls between the "
+       "nodes"),
+    N_("rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL and diagnose that log"),
+)
 
 
 @dataclass(frozen=True)
@@ -64,9 +73,10 @@ class Report:
 
     def to_dict(self) -> dict:
         out: dict = {"schema": 1, "findings": [f.to_dict() for f in self.findings]}
-        if self.findings or self.failed:
-            out.update(category=self.category, first_failure=self.first_failure,
-                       decisive_lines=self.decisive, next_checks=list(self.next_checks))
+        # Never an empty answer: with no error in the log, its last lines and the checks for a
+        # silent failure (category "none", no finding).
+        out.update(category=self.category, first_failure=self.first_failure,
+                   decisive_lines=self.decisive, next_checks=list(self.next_checks))
         return out
 
 
@@ -218,11 +228,47 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     # A traceback frame is a failure even when the excerpt lost the exception line.
     failed = bool(findings) or scan.decisive.errors > 0 or bool(scan.tracebacks.exceptions) \
         or scan.tracebacks.saw_frames
-    report = Report(findings, scan.decisive.lines(), NEXT_CHECKS if failed else (), failed,
+    report = Report(findings, scan.decisive.lines(), NEXT_CHECKS if failed else SILENT_CHECKS,
+                    failed,
                     first_failure(scan, findings))
     if failed and not findings:
-        report.findings = [unknown_finding(report)]
+        report.findings = statistical_findings(scan) + [unknown_finding(report)]
     return report
+
+
+def statistical_findings(scan: Scanner, enabled: bool | None = None) -> list[Finding]:
+    """The statistical fallback's ranked guesses (fallback.py) where no rule fired; [] when it
+    is off or abstains. Each lists the lines holding the words that weighed most."""
+    from ddpkit.troubleshoot.diagnose import fallback
+
+    if not (fallback.ENABLED if enabled is None else enabled):
+        return []
+    out = []
+    for guess in fallback.guesses(scan):
+        words = [f for f, _line in guess["features"]]
+        first = min((line for _f, line in guess["features"]), key=lambda ln: (ln.source,
+                                                                              ln.number))
+        evidence = dict(_line_dict(first), statistical=True, probability=guess["probability"],
+                        words=words)
+        seen, supporting = set(), []
+        for f, line in guess["features"]:
+            if (line.source, line.number) not in seen:
+                seen.add((line.source, line.number))
+                supporting.append(dict(_line_dict(line), word=f))
+        evidence["supporting"] = supporting
+        out.append(Finding(
+            id="statistical-guess", category=guess["category"], confidence=guess["confidence"],
+            title=_("statistical guess, not a diagnosis: the words of this log resemble the "
+                    "{category} logs of the corpus (probability {p:.0%})").format(
+                        category=guess["category"], p=guess["probability"]),
+            evidence=evidence,
+            fix=_("Read the lines listed (they hold the words behind this guess) and confirm it "
+                  "with the next checks before acting on it."),
+            source="", explanation=_("No rule matched. A linear model learnt from the corpus's "
+                                     "train logs ranked the categories by the words and stack "
+                                     "frames of this log's first, error and last lines."),
+            kind="statistical", first_line=first.number))
+    return out
 
 
 def first_failure(scan: Scanner, findings: list[Finding]) -> dict:

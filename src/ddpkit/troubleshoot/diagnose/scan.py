@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE, Signature, anchors, tokens
+from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE, Signature, anchors, needles, tokens
 from ddpkit.troubleshoot.diagnose.lines import Line, normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import Decisive, Tracebacks
 
@@ -19,6 +19,7 @@ MAX_LINE = 4000
 CHUNK_CHARS = 2_000_000
 FIRST_LINES = 60  # read one by one: the command that was run is there
 TAIL_LINES = 40  # kept per source: the last lines before a silence
+MODEL_LINES = 400  # lines kept for the statistical fallback
 # Marks of lines the Python-exception and decisive-line readers need, besides error words.
 MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "killed", "abort",
          "denied", "refused", "timed out", "timeout",
@@ -43,13 +44,23 @@ class Scanner:
         self.regexes: list[re.Pattern] = []
         index: dict[str, int] = {}
         fallback: dict[int, set[str]] = {}
+        pattern_of: set[int] = set()
         for sig in sigs:
             for rx in sig.patterns + sig.requires + sig.excludes + sig.evidence:
                 if rx.pattern not in index:
                     index[rx.pattern] = len(self.regexes)
                     self.regexes.append(rx)
                 fallback.setdefault(index[rx.pattern], set()).update(sig.anchors)
+            pattern_of.update(index[rx.pattern] for rx in sig.patterns)
         self.index = index
+        # A regex that is no signature's pattern (only requires/excludes/evidence) needs only
+        # its first hit; a pattern's later hits add the places (ranks) it was seen on, up to 64.
+        # A regex whose answer can no longer change is done: it is not run again, and its words
+        # stop picking lines (`Init COMPLETE` is on every line of a healthy NCCL log).
+        self.once = [i not in pattern_of for i in range(len(self.regexes))]
+        self.done: set[int] = set()
+        # Substrings one of which a matching line holds: a C-level test before each search.
+        self.needles = [needles(rx) if gate else None for rx in self.regexes]
         self.by_word: dict[str, list[int]] = {}
         # No literal word of their own: they run on every line read one by one, and their
         # signature's anchors (substrings: "veth" in "veth6163fba") pick lines for reading.
@@ -64,9 +75,14 @@ class Scanner:
                 for w in words:
                     self.by_word.setdefault(w, []).append(i)
         self.words = frozenset(self.by_word)
+        self.digit_words = tuple(sorted(w for w in self.words if w.translate(DIGITS_0) != w))
+        self.plain_words = self.words.difference(self.digit_words)
         # (substring, the word whose presence in a chunk's words makes it worth searching for;
-        # "" = test the substring itself: "veth" is not a word of "veth6163fba")
-        self.extra = tuple(sorted((w.rstrip("*"), _presence_key(w)) for w in extra))
+        # "" = test the substring itself: "veth" is not a word of "veth6163fba"; the regexes
+        # it is an anchor of)
+        self.extra = tuple(sorted(
+            (w.rstrip("*"), _presence_key(w), frozenset(i for i in self.always if w in fallback[i]))
+            for w in extra))
         self.hits: dict[int, Hit] = {}
         self.tracebacks = Tracebacks()
         self.decisive = Decisive()
@@ -74,6 +90,7 @@ class Scanner:
         self._root_lines = 0
         self._seen: dict[str, int] = {}
         self.tail_raw: dict[str, deque] = {}
+        self.model_lines: list[Line] = []
         self.lines = 0
 
     def feed(self, raw: str, number: int, source: str = "", where: str = "") -> None:
@@ -88,7 +105,20 @@ class Scanner:
             candidates = set(self.always)
             for w in toks:
                 candidates.update(self.by_word[w])
+        plain = None  # whether the line is ASCII (case-insensitive needles need it)
         for i in candidates:
+            if i in self.done:
+                continue
+            need = self.needles[i]
+            if need is not None:
+                subs, ci = need
+                if ci:
+                    if plain is None:
+                        plain = text.isascii()
+                    if plain and not any(s in low for s in subs):
+                        continue
+                elif not any(s in text for s in subs):
+                    continue
             m = self.regexes[i].search(text)
             if m:
                 hit = self.hits.get(i)
@@ -99,9 +129,17 @@ class Scanner:
                     hit.count += 1
                 if line.where and len(hit.places) < 64:
                     hit.places.add(line.where)
+                if self.gate and (self.once[i] or len(hit.places) >= 64):
+                    self.done.add(i)
         self.tracebacks.feed(line)
+        errors = self.decisive.errors
         self.decisive.feed(line, low)
         self._root(text)
+        # What the statistical fallback reads (fallback.py): the first lines of each source
+        # and the error lines, the same whether the gate is on or off.
+        if len(self.model_lines) < MODEL_LINES and (
+                line.number <= FIRST_LINES or self.decisive.errors > errors):
+            self.model_lines.append(line)
 
     def _root(self, text: str) -> None:
         """torchrun's summary names the first rank that failed ("Root Cause ... rank : 1")."""
@@ -131,29 +169,60 @@ class Scanner:
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
+        if self.gate and len(text) > 1000 * (text.count("\n") + 1):
+            # Long lines (a stream is not cut like feed_all's lines): nothing past MAX_LINE
+            # characters of a line is ever read, so none of it picks lines either.
+            text = "\n".join(raw[:MAX_LINE] for raw in text.split("\n"))
         low = text.lower()
         if not self.gate:  # the reference path: every line read one by one
             for i, raw in enumerate(text.split("\n")):
                 self.feed(raw, number + i, source, where)
             self._keep_tail(text, number, source, where)
             return number + low.count("\n") + 1
-        tokens = set(low.translate(TOKEN_TABLE).split())
-        present = self.words.intersection(tokens)
-        extra = [w for w, key in self.extra if (key in tokens if key else w in low)]
-        trigger = _trigger(frozenset(present).union(extra))
+        # The chunk's distinct words, digits written 0, from its distinct lines (a log repeats
+        # a few lines with other numbers): the gate words present, and (joined, a short text)
+        # a cheap test of which marks and anchors can be in the chunk at all: each of their
+        # words is inside one of the chunk's words. A word with digits is then checked whole.
+        shapes = set(low.translate(DIGITS_0).split("\n"))
+        tokens = set("\n".join(shapes).translate(TOKEN_TABLE).split())
+        bag = "\n".join(tokens)
+        done = self.done
+
+        def whole(word: str) -> bool:  # a word of the chunk, as tokens() cuts it
+            if word.translate(DIGITS_0) == word:
+                return word in tokens
+            return word.translate(DIGITS_0) in tokens and _is_whole(low, word)
+
+        def inside(part: str) -> bool:  # inside a word of the chunk (part: letters and digits)
+            if part.translate(DIGITS_0) == part:
+                return part in bag
+            return part.translate(DIGITS_0) in bag and part in low
+
+        present = [w for w in self.plain_words.intersection(tokens)
+                   if not done.issuperset(self.by_word[w])]
+        present += [w for w in self.digit_words
+                    if not done.issuperset(self.by_word[w]) and whole(w)]
+        present += [w for w, key, rxs in self.extra if not done.issuperset(rxs)
+                    and (whole(key) if key else all(inside(p) for p in _parts(w)))]
+        present += [m for m, parts in MARK_PARTS if all(inside(p) for p in parts)]
+        # The lines holding one of them as a substring: str.find per word (C-level, far
+        # cheaper than one regex of alternatives, which tries them at every character).
+        spans: dict[int, int] = {}  # start -> end of each line to read, in text
+        size = len(low)
+        for word in _trigger(frozenset(present)):
+            at = low.find(word)
+            while at >= 0:
+                start = low.rfind("\n", 0, at) + 1
+                end = low.find("\n", at)
+                end = size if end < 0 else end
+                spans[start] = end
+                at = low.find(word, end + 1) if end < size else -1
         picked: dict[int, tuple[int, int]] = {}  # line number -> (start, end) in text
-        pos, counted, at = 0, 0, number
-        while True:
-            m = trigger.search(low, pos)
-            if m is None:
-                break
-            start = low.rfind("\n", 0, m.start()) + 1
-            end = low.find("\n", m.end())
-            end = len(low) if end < 0 else end
+        counted, at = 0, number
+        for start in sorted(spans):
             at += low.count("\n", counted, start)
             counted = start
-            picked[at] = (start, end)
-            pos = end + 1
+            picked[at] = (start, spans[start])
         root = low.find(ROOT_MARK)
         while root >= 0:  # torchrun's summary: the lines after it name the first rank to fail
             start = low.rfind("\n", 0, root) + 1
@@ -208,11 +277,36 @@ def _presence_key(anchor: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _trigger(words: frozenset) -> re.Pattern:
-    """One regex finding the next line worth reading in a lower-cased chunk."""
-    # Plain substrings (a lookaround per position costs more than the few extra lines it saves);
-    # a word that holds another one is redundant (the line is found by the shorter one).
-    pool = set(words) | set(MARKS)
-    alternatives = sorted((w for w in pool if not any(o != w and o in w for o in pool)),
-                          key=len, reverse=True)
-    return re.compile("|".join(re.escape(w) for w in alternatives))
+def _trigger(words: frozenset) -> tuple[str, ...]:
+    """The substrings that make a line of a lower-cased chunk worth reading."""
+    # Plain substrings (a word-boundary test per hit costs more than the few extra lines it
+    # saves); a word that holds another one is redundant (the line is found by the shorter one).
+    return tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
+
+
+DIGITS_0 = str.maketrans("123456789", "000000000")
+
+
+def _in_word(ch: str) -> bool:
+    """Whether a character is part of a word as tokens() cuts them: an ASCII letter or digit,
+    or any other character that is not white space."""
+    return ch.isalnum() if ch.isascii() else not ch.isspace()
+
+
+def _is_whole(text: str, word: str) -> bool:
+    """Whether `word` (letters and digits) is a whole word of `text`."""
+    at, size = text.find(word), len(word)
+    while at >= 0:
+        if not (at and _in_word(text[at - 1])) and not (
+                at + size < len(text) and _in_word(text[at + size])):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    """The words of a substring as the tokenizer cuts them ("timed out" -> timed, out)."""
+    return tuple(text.translate(TOKEN_TABLE).split())
+
+
+MARK_PARTS = tuple((m, _parts(m)) for m in MARKS)

@@ -1,34 +1,36 @@
-"""Is an NCCL_* name one NCCL reads? Judged from the shipped lists (data/nccl_env_vars.txt,
-data/env_notes.toml), the same knowledge `ddpkit doctor` uses for the environment."""
+"""Is an NCCL_* name one NCCL reads? The verdict is data/envnames.py's (the same one
+`ddpkit doctor` gives the environment); this words it as a lint finding."""
 
 from __future__ import annotations
 
-import difflib
-import functools
+from ddpkit.data.envnames import classify
+from ddpkit.i18n import _
 
-from ddpkit.data import NCCL_PLUGIN_PREFIXES, load_toml, nccl_env_vars
+# A script names a variable on purpose: suggest a real name only when it is very close.
+_CUTOFF = 0.85
 
 
-@functools.lru_cache(maxsize=512)
 def judge(name: str) -> tuple[str, str] | None:
     """(severity, message) for a name NCCL does not read, None for a real one."""
-    notes = load_toml("env_notes.toml")
-    renamed = notes.get("renamed", {})
-    if name in renamed:
-        return "info", f"{name} is torch's deprecated spelling of {renamed[name]} (NCCL ignores it)"
-    if name in notes.get("noop", {}):
-        return "warn", f"{name} is not read by NCCL: it does nothing"
-    status = nccl_env_vars().get(name)
-    if status == "removed":  # older NCCL releases still read it: a note
-        return "info", f"{name} was removed from NCCL and has no effect on current releases"
-    if status is None and name.startswith(NCCL_PLUGIN_PREFIXES):
-        return "info", f"{name} is read by a network plugin, not by NCCL itself"
-    if status is None:
-        near = difflib.get_close_matches(name, list(nccl_env_vars()), n=1, cutoff=0.85)
-        if near:
-            return "warn", f"{name} is not a variable NCCL reads (did you mean {near[0]}?)"
-        if "TIMEOUT" in name or "TIME_OUT" in name:  # the guides' favourite non-variable
-            return "warn", f"{name} is not a variable NCCL reads; timeouts are torch's"
-        # network and tuner plugins (GCP TCPX/FasTrak, AWS OFI, SHARP) read their own NCCL_*
-        return "info", f"{name} is not read by NCCL itself (a network plugin may read it)"
-    return None
+    v = classify(name, _CUTOFF)
+    if v is None:
+        return None
+    if v.kind == "renamed":
+        return "info", _("{name} is torch's deprecated spelling of {new} (NCCL ignores it)").format(
+            name=name, new=v.suggestion)
+    if v.kind == "noop":
+        return "warn", _("{name} is not read by NCCL: it does nothing").format(name=name)
+    if v.kind == "removed":
+        return "info", _("{name} was removed from NCCL and has no effect on current "
+                         "releases").format(name=name)
+    if v.kind == "plugin":
+        return "info", _("{name} is read by a network plugin, not by NCCL itself").format(name=name)
+    if v.suggestion:
+        return "warn", _("{name} is not a variable NCCL reads (did you mean {near}?)").format(
+            name=name, near=v.suggestion)
+    if v.timeout:  # the guides' favourite non-variable
+        return "warn", _("{name} is not a variable NCCL reads; timeouts are torch's").format(
+            name=name)
+    # network and tuner plugins (GCP TCPX/FasTrak, AWS OFI, SHARP) read their own NCCL_*
+    return "info", _("{name} is not read by NCCL itself (a network plugin may read it)").format(
+        name=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ddpkit.i18n import _
+from ddpkit.i18n import N_, _
 from ddpkit.troubleshoot.lint import Finding, make, twin
 from ddpkit.troubleshoot.lint.pyfacts import Script, env_names
 
@@ -116,8 +116,9 @@ def _verdict(cats: list[tuple[str, ast.AST]]) -> tuple[str, ast.AST] | None:
     return None
 
 
-_SOURCE_TEXT = {"cli": "the script's arguments", "env_local": "LOCAL_RANK (the rank on this node)",
-                "device_count": "torch.cuda.device_count() (the GPUs of one node)"}
+_SOURCE_TEXT = {"cli": N_("the script's arguments"),  # translated where shown
+                "env_local": N_("LOCAL_RANK (the rank on this node)"),
+                "device_count": N_("torch.cuda.device_count() (the GPUs of one node)")}
 
 
 def rank_from_args(s: Script) -> list[Finding]:
@@ -154,7 +155,7 @@ def _env_written(s: Script) -> list[Finding]:
             found = _verdict(classify(s, val))
             if found:
                 out.append(make(s.path, node.lineno, "rank_from_args",
-                                _('{key} is set from {source_text}: {unparse}').format(key=key, source_text=_SOURCE_TEXT[found[0]], unparse=ast.unparse(val)[:50])))
+                                _('{key} is set from {source_text}: {unparse}').format(key=key, source_text=_(_SOURCE_TEXT[found[0]]), unparse=ast.unparse(val)[:50])))
     return out
 
 
@@ -184,7 +185,7 @@ def _rank_finding(s: Script, node: ast.AST, role: str, cat: str, env_based: bool
         edits = ((node.lineno, node.col_offset, node.end_col_offset,
                   f'int(os.environ["{env}"])'),) + _need_os(s)
     return make(s.path, node.lineno, "rank_from_args",
-                _('{role} comes from {source_text}: {unparse}').format(role=role, source_text=_SOURCE_TEXT[cat], unparse=ast.unparse(node)[:60]), edits=edits)
+                _('{role} comes from {source_text}: {unparse}').format(role=role, source_text=_(_SOURCE_TEXT[cat]), unparse=ast.unparse(node)[:60]), edits=edits)
 
 
 def _need_os(s: Script) -> tuple:
@@ -235,7 +236,8 @@ def local_rank_arg(s: Script) -> list[Finding]:
         if not is_required and (reads_env or not used):
             continue  # only absorbs the launcher's argument; the code reads LOCAL_RANK
         out.append(make(s.path, call.lineno, "local_rank_arg",
-                        _('{value}option {flags} and no LOCAL_RANK read').format(value='required ' if is_required else '', flags=flags[0]), edits=_local_rank_edit(s, call),
+                        (_('required option {flags} and no LOCAL_RANK read') if is_required
+                         else _('option {flags} and no LOCAL_RANK read')).format(flags=flags[0]), edits=_local_rank_edit(s, call),
                         severity=severity))
     return out
 
@@ -301,9 +303,10 @@ def no_set_device(s: Script) -> list[Finding]:
         return []
     weak = pinned_by_ddp or not placed
     anchor = inits[0] if inits else wrappers[0]  # set_device goes right after the init
-    msg = "no torch.cuda.set_device(local_rank)" + (
-        " (DDP device_ids pins the model only)" if pinned_by_ddp else
-        " and no DDP device_ids: every rank starts on cuda:0")
+    msg = (_("no torch.cuda.set_device(local_rank) (DDP device_ids pins the model only)")
+           if pinned_by_ddp else
+           _("no torch.cuda.set_device(local_rank) and no DDP device_ids: every rank starts on "
+             "cuda:0"))
     out = [make(s.path, anchor.lineno, "no_set_device", msg, severity="info" if weak else "")]
     for w in wrappers[:1]:  # also at the DDP that has no device_ids
         if not pinned_by_ddp and abs(w.lineno - anchor.lineno) > 2:

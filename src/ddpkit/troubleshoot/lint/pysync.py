@@ -165,16 +165,39 @@ def rank0_collective_desync(s: Script) -> list[Finding]:
     for call, pol, what, _unused in sites:
         if call in paired:
             continue
-        who = "rank 0 only" if pol == "zero" else "every rank but 0"
         # An explicit collective always hangs. A DDP forward syncs buffers with grad enabled (a
         # warning); under no_grad it syncs nothing since torch 1.9 (a note), and so is a model
         # only guessed to be the wrapped one.
         quiet = "(no_grad)" in what or s.no_grad(call) or "if it is the DDP" in what
         severity = "" if "forward" not in what else ("info" if quiet else "warn")
         out.append(make(s.path, call.lineno, "rank0_collective_desync",
-                        _('{what} runs on {who}; the other ranks never join').format(what=what, who=who),
+                        (_('{what} runs on rank 0 only; the other ranks never join') if pol == "zero"
+                         else _('{what} runs on every rank but 0; the other ranks never join')).format(
+                             what=shown(what)),
                         severity=severity))
     return out
+
+
+# The end of a call chain as Reach words it ("f() -> g() -> DDP forward of model (no_grad)"):
+# the calls are code; the words after the last arrow get a whole message each where shown.
+_TAIL = re.compile(r"^(?P<chain>(?:.*? -> )?)(?:DDP forward(?: of (?P<ddp>.+?))?(?P<ng> \(no_grad\))?"
+                   r"|forward of (?P<maybe>.+?) \(if it is the DDP-wrapped model\))$")
+
+
+def shown(what: str) -> str:
+    """Reach's description of a call chain in the user's language."""
+    m = _TAIL.match(what)
+    if not m:
+        return what  # a collective's own name: code
+    if m.group("maybe"):
+        tail = _("forward of {model} (if it is the DDP-wrapped model)").format(
+            model=m.group("maybe"))
+    elif m.group("ddp"):
+        tail = (_("DDP forward of {model} (no_grad)") if m.group("ng")
+                else _("DDP forward of {model}")).format(model=m.group("ddp"))
+    else:
+        tail = _("DDP forward (no_grad)") if m.group("ng") else _("DDP forward")
+    return m.group("chain") + tail
 
 
 _MEMORY = ("bytesio", "stringio", "buffer", "buf", "mem_file", "stream", "temporaryfile")
@@ -213,7 +236,7 @@ def unguarded_save(s: Script) -> list[Finding]:
 
 def _save_sites(s: Script, call: ast.Call) -> list[Finding]:
     fn = s.func_of(call)
-    msg = "torch.save runs on every rank"
+    msg = _("torch.save runs on every rank")
     if fn is None:
         return [make(s.path, call.lineno, "unguarded_save", msg)]
     callers = [c for c in s.callers(fn.name) if s.func_of(c) is not fn]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from ddpkit.i18n import _
+
 SLOW = 0.5  # "clearly below": under half of what the other links manage
 
 
@@ -27,7 +29,7 @@ def judge_pairs(pairs: list[tuple[str, str, float]], hosts: list[str]) -> PairVe
     """A node is slow when every link it has is below SLOW x the median of the links it is not
     part of; the slowest link is named when it is below SLOW x the median of all others."""
     if not pairs:
-        return PairVerdict("", ("", "", 0.0), False, "fewer than two nodes")
+        return PairVerdict("", ("", "", 0.0), False, _("fewer than two nodes"))
     slow_node = ""
     for h in hosts:
         mine = [g for a, b, g in pairs if h in (a, b)]
@@ -39,9 +41,10 @@ def judge_pairs(pairs: list[tuple[str, str, float]], hosts: list[str]) -> PairVe
     rest = [p[2] for p in pairs if p is not min(pairs, key=lambda q: q[2])]
     slow_link = bool(rest) and g < SLOW * statistics.median(rest)
     if slow_node:
-        note = f"{slow_node} is clearly slower: every link to it is below half of the others"
+        note = _("{node} is clearly slower: every link to it is below half of the others").format(
+            node=slow_node)
     elif slow_link:
-        note = f"the link {a} <-> {b} is clearly slower than the others"
+        note = _("the link {a} <-> {b} is clearly slower than the others").format(a=a, b=b)
     else:
-        note = "no node or link is clearly slower than the others"
+        note = _("no node or link is clearly slower than the others")
     return PairVerdict(slow_node, (a, b, g), slow_link, note)

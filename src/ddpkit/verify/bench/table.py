@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ddpkit.errors import UsageError
+from ddpkit.i18n import _
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
@@ -14,7 +15,8 @@ def parse_size(text: str, flag: str = "-b") -> int:
     """'8', '32K', '256M', '1G' (binary multiples, as nccl-tests reads them)."""
     m = re.match(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", text, re.I)
     if not m:
-        raise UsageError(f"{flag} {text}: not a size", "use bytes with an optional K, M or G, e.g. 256M")
+        raise UsageError(_("{flag} {text}: not a size").format(flag=flag, text=text),
+                         _("use bytes with an optional K, M or G, e.g. 256M"))
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 

@@ -1,0 +1,74 @@
+"""The scanner's cheap per-line tests must never reject a line a regex matches: every corpus
+line is tried against every regex of the knowledge base."""
+
+from ddpkit.troubleshoot.diagnose.kb import needles, signatures
+from ddpkit.troubleshoot.diagnose.lines import normalise
+from ddpkit.troubleshoot.diagnose.pyerrors import ROUTINE, routine
+from ddpkit.troubleshoot.diagnose.scan import Scanner
+from tests.diagnose_corpus import load_corpus
+
+
+def _passes(need, text: str) -> bool:
+    subs, ci = need
+    if ci and not text.isascii():
+        return True
+    hay = text.lower() if ci else text
+    return any(s in hay for s in subs)
+
+
+def test_needles_never_reject_a_matching_line():
+    scan = Scanner(signatures())
+    pairs = [(rx, needles(rx)) for rx in scan.regexes]
+    assert sum(n is not None for _rx, n in pairs) > len(pairs) // 2
+    texts = [normalise(raw, 1).text for case in load_corpus()
+             if case.path.parent.name not in ("unseen4", "batch4")  # frozen test sets
+             for raw in case.text.splitlines()]
+    for text in texts:
+        assert (ROUTINE.search(text) is not None) == routine(text), text
+        for rx, need in pairs:
+            if need is not None and rx.search(text):
+                assert _passes(need, text), (rx.pattern, text)
+
+
+def test_needles_of_simple_patterns():
+    import re
+
+    assert needles(re.compile(r"(?:failed|error) .*cudaIpcOpenMemHandle")) == (
+        ("cudaIpcOpenMemHandle",), False)
+    assert needles(re.compile(r"(?i)\b(?:Running evaluation|validation)\b")) == (
+        ("running evaluation", "validation"), True)
+    assert needles(re.compile(r"\d+ ms")) == ((" ms",), False)
+    assert needles(re.compile(r"\d+ s")) is None  # nothing of 3 characters or more
+
+
+def _reference_lines(scan, text: str) -> set[int]:
+    """The lines the gate read before it looked at distinct lines and at digits apart: those
+    holding a gate word of the chunk, an anchor or a mark, and the first 60 lines."""
+    from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE
+    from ddpkit.troubleshoot.diagnose.scan import MARKS
+
+    low = text.lower()
+    tokens = set(low.translate(TOKEN_TABLE).split())
+    pool = set(scan.words & tokens) | set(MARKS)
+    pool |= {w for w, key, _rxs in scan.extra if (key in tokens if key else w in low)}
+    return {i for i, line in enumerate(low.split("\n"), 1)
+            if i <= 60 or any(w in line for w in pool)}
+
+
+def test_the_chunk_test_reads_the_same_lines_as_tokenizing_it_all():
+    import random
+
+    from ddpkit.troubleshoot.diagnose.scan import Scanner
+
+    rng = random.Random(12)
+    words = sorted(Scanner(signatures()).words) + ["x", "é", "中", "0", "42", "\u00a0", "\u2003"]
+    glue = [" ", "", "-", ".", ":", "_", "/", "\t", "9", "7x", "é"]
+    for _ in range(40):
+        scan = Scanner(signatures())
+        read: list[int] = []
+        scan.feed = lambda raw, number, *a, read=read: read.append(number)  # noqa: E731
+        lines = ["".join(rng.choice(words) + rng.choice(glue) for _ in range(rng.randint(0, 6)))
+                 for _ in range(400)]
+        text = "\n".join(lines)
+        scan.feed_text(text, 1)
+        assert set(read) == _reference_lines(scan, text)
