@@ -67,14 +67,22 @@ def corpus(kind):
 # Public logs whose own text does not hold the evidence, so a rule for them would only fit that
 # one log (kept short; each is still measured by benchmarks/diagnose_eval.py).
 KNOWN_MISSES = {
-    # only two `ls -l` lines showing libnccl.so.2 -> 2.27.0 in one directory and -> 2.23.4 in
-    # another: telling these apart needs values compared across lines, which no rule does
-    "nccl-tests-window-register-old-libnccl.log",
     # a Python REPL where a cuda:0 -> cuda:1 copy prints wrong numbers; no error, no NCCL line
     "pytorch-gpu-to-gpu-copy-silent-zeros-iommu.log",
     # healthy NCCL INFO start-up lines of a run that then stalled; the topology (PIX/PXB) and
     # the NCCL_P2P_DISABLE workaround are only in the thread, not in the log
     "vllm-pynccl-startup-stuck-p2p-disable-workaround.log",
+    # the same: NCCL INFO start-up lines, then silence (IOMMU, NCCL_P2P_DISABLE only in thread)
+    "pytorch-a6000-docker-lightning-ddp-stops-iommu.log",
+    "vllm-pp-hang-after-nccl-bootstrap-fixed-p2p-disable.log",
+    # NaNs that the script prints for one replica; no error, no NCCL line (ACS in the thread)
+    "tf-mirroredstrategy-a5000-nan-after-first-step-acs.log",
+    # c10d connects to the master, then silence; the Istio sidecar is named only in the thread
+    "pytorch-kubeflow-istio-sidecar-gloo-hang.log",
+    # mpirun commands and one "Hello!!!" where two were due: the evidence is what is missing
+    "horovod-mpi-docker-hello-hangs-across-hosts.log",
+    # four numbers per rank (size, rank, local rank) printed by the script; no message at all
+    "horovod-ray-executor-local-rank-all-zero.log",
 }
 
 
@@ -295,6 +303,87 @@ def test_families_widened_from_the_dev_logs(sig, log):
      "file or directory", "import horovod.torch as hvd"],
 ])
 def test_widened_families_stay_quiet_on_healthy_lines(log):
+    assert diagnose(log) == []
+
+
+# The families learnt from the public batch of issue 12, in other wordings than its dev logs.
+@pytest.mark.parametrize("sig, log", [
+    ("accelerate-state-not-distributed", [
+        "Distributed environment: DistributedType.NO", "Num processes: 1", "Process index: 0"]),
+    ("ddp-init-broadcast-frames", [
+        "Traceback (most recent call last):",
+        '  File "/x/torch/nn/parallel/distributed.py", line 798, in __init__',
+        "    _verify_param_shape_across_processes(self.process_group, parameters)",
+        '  File "/x/torch/distributed/utils.py", line 269, in _verify_param_shape_across_processes']),
+    ("nccl-cpu-tensor", ["[rank1]: RuntimeError: No backend type associated with device type cpu"]),
+    ("nccl-cpu-tensor", ["[rank0]: ValueError: Tensors must be CUDA and dense"]),
+    ("nccl-cpu-tensor", ["    dist._broadcast_coalesced(self.process_group, tensors, buffer_size)",
+                         "RuntimeError: Tensors must be CUDA and dense"]),
+    ("nccl-system-error-vllm-one-host", [
+        "(VllmWorker rank=1 pid=233) ERROR 05-02 10:01:12 [multiproc_executor.py:470] "
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]),
+    ("horovod-gloo-iface-not-found", [
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+        "  what():  [enforce fail at /tmp/pip-install-k2/horovod_5e1/third_party/gloo/gloo/"
+        "transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: ens3"]),
+    ("horovod-mpirun-probe-failed", [
+        "Was unable to run mpirun --version:",
+        "FileNotFoundError: [Errno 2] No such file or directory: 'mpirun'"]),
+    ("horovod-build-compile-error", [
+        "  /tmp/pip-install-q/horovod_ab/horovod/common/ops/cuda/cuda_kernels.cu(41): error: "
+        'identifier "__hadd" is undefined',
+        "  ERROR: Failed building wheel for horovod"]),
+    ("horovod-native-crash-frames", [
+        "[node1:04211] *** Process received signal ***",
+        "[node1:04211] [ 3] /usr/lib/python3/dist-packages/horovod/tensorflow/mpi_lib.cpython-38"
+        "-x86_64-linux-gnu.so(+0x9a1f2)[0x7f3a1c09a1f2]"]),
+    ("sshd-privsep-denied", ["Jul 29 12:32:38 w1 sshd[242]: fatal: Missing privilege separation "
+                             "directory: /run/sshd"]),
+    ("sshd-privsep-denied", ['chroot("/var/empty/sshd"): Operation not permitted [preauth]']),
+    ("two-nccl-versions", [
+        "ii  libnccl2      2.18.3-1+cuda12.2   amd64   NVIDIA Collective Communication Library",
+        "ii  libnccl-dev   2.21.5-1+cuda12.4   amd64   NVIDIA Collective Communication Library"]),
+    ("two-nccl-versions", ["node0:0 | NCCL version 2.18.1+cuda12.1",
+                           "node1:4 | NCCL version 2.21.5+cuda12.4"]),
+    ("horovod-stalled-tensors", [
+        "[2023-01-01 00:00:00.000000: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+        "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+        "waiting for remainder of ranks for more than 60 seconds."]),
+    ("nccl-tests-stopped-after-header", [
+        "   Rank  0 uses device  0 [0x04] Tesla K80",
+        "      bytes             N    type      op     time  algbw  busbw      res"]),
+])
+def test_families_widened_from_the_public_batch(sig, log):
+    findings = diagnose(log)
+    assert findings and findings[0].id == sig, [f.id for f in findings]
+
+
+def test_a_horovod_stall_is_a_desync_and_a_missing_submodule_is_the_scripts():
+    stall = diagnose(["Stalled ops:", "grad_0 [missing ranks: 1]"])
+    assert stall[0].category == "nccl_timeout_or_desync"
+    missing = diagnose(["Traceback (most recent call last):",
+                        '  File "/w/finetune.py", line 3, in <module>',
+                        "    from transformers.deepspeed import HfDeepSpeedConfig",
+                        "ModuleNotFoundError: No module named 'transformers.deepspeed'"])
+    assert missing[0].category == "script_error"
+
+
+@pytest.mark.parametrize("log", [
+    ["Distributed environment: MULTI_GPU  Backend: nccl", "Num processes: 8", "Process index: 3"],
+    ["      bytes             N    type      op     time  algbw  busbw      res",
+     "    1048576        262144   float     sum    0.310   3.38   5.92    0e+00"],
+    ["node0:0 | NCCL version 2.21.5+cuda12.4", "node1:4 | NCCL version 2.21.5+cuda12.4",
+     "lrwxrwxrwx 1 root root 17 /usr/lib/libnccl.so.2 -> libnccl.so.2.21.5",
+     "ii  libnccl2      2.21.5-1+cuda12.4   amd64   NVIDIA Collective Communication Library"],
+    ["(VllmWorkerProcess pid=18565) INFO 11-11 14:17:08 pynccl.py:69] vLLM is using nccl==2.21.5",
+     "(VllmWorkerProcess pid=18565) INFO 11-11 14:17:08 utils.py:960] Found nccl from library "
+     "libnccl.so.2"],
+    ["Server listening on 0.0.0.0 port 22.", "Accepted publickey for root from 10.0.0.2 port "
+     "51122 ssh2: RSA SHA256:abc"],
+    ["[2024-01-01 00:00:00.1: D /tmp/pip-install-e/horovod_7/horovod/common/gloo/gloo_context.h"
+     ":64] Gloo context enabled."],
+])
+def test_public_batch_families_stay_quiet_on_healthy_lines(log):
     assert diagnose(log) == []
 
 

@@ -51,6 +51,9 @@ class Signature:
     # For the scanner's gate where a regex has no literal word of its own (lower case): words,
     # phrases, or word prefixes ending in "*" ("veth*" finds "veth6163fba").
     anchors: tuple[str, ...] = ()
+    # A named group of the patterns that must take at least two different values in the log
+    # (two NCCL versions on one machine): evidence that no single line holds.
+    differ: str = ""
 
 
 class KnowledgeBaseError(ValueError):
@@ -81,7 +84,10 @@ def parse(data: dict) -> tuple[Signature, ...]:
                              explanation=raw["explanation"], fix=raw["fix"],
                              source=raw["source"],
                              anchors=tuple(w.lower() for w in raw.get("anchors", [])),
-                             **compiled))
+                             differ=raw.get("differ", ""), **compiled))
+        if out[-1].differ and not any(out[-1].differ in rx.groupindex
+                                      for rx in out[-1].patterns):
+            raise KnowledgeBaseError(f"{sid}: differ names no group of its patterns")
     return tuple(out)
 
 

@@ -95,7 +95,13 @@ def _matched(sig: Signature, scan: Scanner) -> list[Hit] | None:
         return None
     if any(scan.hit(rx) for rx in sig.excludes):
         return None
+    if sig.differ and len(_values(sig.differ, hits)) < 2:
+        return None
     return sorted(hits, key=lambda h: (h.line.source, h.line.number))
+
+
+def _values(group: str, hits: list[Hit]) -> list[str]:
+    return sorted(set().union(*(h.values.get(group, ()) for h in hits)))
 
 
 def _evidence(sig: Signature, hits: list[Hit], scan: Scanner) -> dict:
@@ -108,6 +114,8 @@ def _evidence(sig: Signature, hits: list[Hit], scan: Scanner) -> dict:
     for h in hits + [scan.hit(rx) for rx in sig.evidence if scan.hit(rx)]:
         for key, value in h.groups.items():
             found.setdefault(key, value.strip())
+    if sig.differ:
+        found[f"{sig.differ}_values"] = _values(sig.differ, hits)
     places = sorted(set().union(*(h.places for h in hits)))
     if len(places) > 1:
         found["seen_on"] = places[:16]

@@ -21,6 +21,7 @@ DISTRIBUTED = re.compile(
     r"timeout|watchdog|barrier|collective|all_?reduce|all_?gather|broadcast|cuda|out of memory|"
     r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
     r"local_rank|world_size|master_addr|master_port|init_process_group|\bdevice")
+MISSING_MODULE = re.compile(r"\s*No module named '(?P<top>[\w]+)(?:\.[\w.]+)?'\s*$")
 NOT_SCRIPT = {"ChildFailedError", "DistBackendError", "DistStoreError", "DistNetworkError",
               "DistError", "ProcessRaisedException", "ProcessExitedException", "SignalException",
               "KeyboardInterrupt", "SystemExit", "RendezvousClosedError", "CalledProcessError",
@@ -90,7 +91,11 @@ class PyException:
         """A Python error of the script itself, not a distributed failure or its echo."""
         if self.short_type in NOT_SCRIPT or self.short_type.startswith("Dist"):
             return False
-        return not DISTRIBUTED.search(self.message) and not DISTRIBUTED.search(self.type)
+        message = self.message
+        missing = MISSING_MODULE.match(message)
+        if missing and missing["top"] != "torch":  # 'transformers.deepspeed' is a module of
+            message = missing["top"]  # transformers, not deepspeed; torch's own stay distributed
+        return not DISTRIBUTED.search(message) and not DISTRIBUTED.search(self.type)
 
     def at(self) -> str:
         frame = self.user_frame() or (self.frames[-1] if self.frames else None)

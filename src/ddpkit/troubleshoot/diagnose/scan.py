@@ -36,6 +36,7 @@ class Hit:
     groups: dict
     count: int = 1
     places: set = field(default_factory=set)
+    values: dict = field(default_factory=dict)  # group -> the distinct values seen (up to 8)
 
 
 class Scanner:
@@ -127,6 +128,11 @@ class Scanner:
                     hit = self.hits[i]
                 else:
                     hit.count += 1
+                for key, value in m.groupdict().items():
+                    if value:
+                        seen = hit.values.setdefault(key, set())
+                        if len(seen) < 8:
+                            seen.add(value)
                 if line.where and len(hit.places) < 64:
                     hit.places.add(line.where)
                 if self.gate and (self.once[i] or len(hit.places) >= 64):
