@@ -18,7 +18,8 @@ from tests.conftest import ddpkit
 from tests.launching import SCRIPTS, Running
 
 HANG_TIMEOUT = 4  # short on purpose; the README explains the default (off)
-WORKER_LINE = re.compile(r"^node\d:\d+ +\| (READY|STEP|DONE)")
+# any line a node printed (a worker's or its torchrun's): the silence starts after the last one
+NODE_LINE = re.compile(r"^node\d:[-\d]+ +\| ")
 
 
 class Timed(Running):
@@ -31,10 +32,12 @@ class Timed(Running):
             self.stamps.append((time.monotonic(), line.rstrip("\n")))
             self.lines.append(line.rstrip("\n"))
 
-    def seconds_between(self, first: re.Pattern, then: str) -> float:
-        """From the last line matching `first` to the first line containing `then`."""
-        last = max(t for t, ln in self.stamps if first.search(ln))
+    def silence_to(self, then: str) -> float:
+        """From the last line a node printed before the first line containing `then` (the
+        start of the silence: a hang prints nothing, so that is when it can first be seen)
+        to that line."""
         named = min(t for t, ln in self.stamps if then in ln)
+        last = max(t for t, ln in self.stamps if t <= named and NODE_LINE.search(ln))
         return named - last
 
 
@@ -54,7 +57,9 @@ def start(vc, mode: str, port: int, steps: int = 6, runs=None) -> Timed:
 
 
 def host_of_rank(out: str, rank: int) -> str:
-    return re.search(rf"^(node\d):{rank} +\| READY rank={rank}", out, re.M).group(1)
+    found = re.search(rf"^(node\d):{rank} +\| READY rank={rank}", out, re.M)
+    assert found, f"rank {rank} never printed READY:\n{out}"
+    return found.group(1)
 
 
 # the flight recorder's evidence (Gloo collectives are recorded too, torch 2.13)
@@ -92,7 +97,10 @@ def test_hangs_are_named_within_hang_timeout_plus_15s(vcluster, tmp_path):
         assert re.search(rf"! rank 1 \({host}\): {odd_line}", out), f"{mode}:\n{out}"
         assert f"straggler: rank 1 ({host})" in out, f"{mode}:\n{out}"
         assert "HUNG:" in out and "got signal" not in out.split("ddpkit launch: summary")[-1]
-        took = run.seconds_between(WORKER_LINE, "straggler:")
+        # named as the teardown starts, not only in the summary once every node has stopped
+        assert re.search(rf"ddpkit: HUNG, tearing every node down; straggler: rank 1 \({host}\)"
+                         r"(.|\n)*ddpkit launch: summary", out), f"{mode}:\n{out}"
+        took = run.silence_to("straggler:")
         assert took <= HANG_TIMEOUT + 15, f"{mode}: named {took:.1f} s after the last output:\n{out}"
         if mode in FLIGHT:
             assert re.search(FLIGHT[mode], out), f"{mode}:\n{out}"

@@ -102,6 +102,22 @@ def test_busy_only_when_a_main_thread_computes_outside_a_collective():
         ("rank 1 (localhost): evaluate() at hang.py:21",)
 
 
+def test_a_rank_still_importing_is_busy_even_off_the_cpu():
+    """A cold `import torch` waits on the disk (py-spy: idle); the other ranks wait in the
+    rendezvous. That is a slow start, not a hang (seen on CI with --hang-timeout 4)."""
+    node = load("sleep")
+    importing = [{"name": "_find_and_load", "filename": "<frozen importlib._bootstrap>",
+                  "line": 1176}, {"name": "<module>", "filename": "/w/hang.py", "line": 11}]
+    procs = []
+    for p in node.procs:
+        if p.rank == 1:
+            threads = tuple({**t, "active": False, "frames": importing} for t in p.threads)
+            p = replace(p, threads=threads)
+        procs.append(p)
+    assert [t.split(":")[0] for t in busy([replace(node, procs=tuple(procs))])] == \
+        ["rank 1 (localhost)"]
+
+
 @pytest.mark.parametrize("error,ptrace,want", [
     # py-spy 0.4.3's own words (a non-root user against a root process)
     (DENIED, {"ptrace_scope": 1, "uid": 1000}, "sysctl -w kernel.yama.ptrace_scope=0"),

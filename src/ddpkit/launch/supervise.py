@@ -362,6 +362,9 @@ class Supervisor:
                 self.reason, self.stall, self.last_output = "", None, now
                 self.next_check_s = float(verdict) if verdict not in (True, False) else None
                 return
+            announce = getattr(self.on_stall, "announce", None)
+            if why == "hang" and announce is not None and not self.hard_kill:
+                announce()
             self._teardown(why)
             return
         silent = now - self.last_output

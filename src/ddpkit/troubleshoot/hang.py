@@ -145,6 +145,13 @@ class HangWatch:
         self._keep_dumps(nodes)
         return True
 
+    def announce(self) -> None:
+        """The supervisor judged the run hung and starts the teardown: name the straggler now,
+        not after every node has stopped (the teardown takes seconds; the summary repeats it)."""
+        if self.why == "hang" and self.report is not None and self.report.verdict:
+            self.say(_("ddpkit: HUNG, tearing every node down; {verdict}").format(
+                verdict=self.report.verdict))
+
     def cancel(self) -> None:
         """The supervisor heard from the run again while the stacks were being taken."""
         self.why, self.report, self.error = "", None, ""

@@ -217,9 +217,14 @@ def _busy(nodes: list[NodeStacks]) -> list[tuple[str, str]]:
                 continue
             active = any(t.get("active") for t in p.threads
                          if t.get("os_thread_id") == p.pid or t.get("thread_name") == "MainThread")
+            frames = main_thread(p)
             key = f"{n.host}:{p.pid}:" + "|".join(
-                f"{f.get('name')}@{f.get('filename')}:{f.get('line')}" for f in main_thread(p))
-            if p.role == "worker" and active:
+                f"{f.get('name')}@{f.get('filename')}:{f.get('line')}" for f in frames)
+            # an import reading files from a cold disk is off the CPU (py-spy: idle) and still
+            # progress; one stuck in place shows the same stack twice and is named then
+            importing = any(str(f.get("filename", "")).startswith("<frozen importlib")
+                            for f in frames)
+            if p.role == "worker" and (active or importing):
                 out.append((f"rank {p.rank} ({n.host}): {place.text}", key))
             elif p.role == "agent" and not workers:
                 out.append((_("{host}: torchrun starting ({text})").format(
