@@ -83,6 +83,10 @@ KNOWN_MISSES = {
     "horovod-mpi-docker-hello-hangs-across-hosts.log",
     # four numbers per rank (size, rank, local rank) printed by the script; no message at all
     "horovod-ray-executor-local-rank-all-zero.log",
+    # a bare "unhandled system error" at the first broadcast, the words of the containers whose
+    # /dev/shm ran out (shared memory ranks first, the interface second); the docker bridge
+    # address is named only in the thread
+    "insightface-arcface-docker-bridge-ip-nccl.log",
 }
 
 
@@ -449,6 +453,55 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
     ("launcher_misuse", ["ValueError: No slot '2' specified on host 'localhost'"]),
     ("rendezvous_master_unreachable", ["cmd = /usr/bin/python -u -m deepspeed.launcher.launch "
                                        "--world_info=eyJ --master_addr= --master_port=29500 train.py"]),
+    # a torch method the installed release lacks, an extension built for another torch, a
+    # toolkit that is not torch's CUDA (torch's and DeepSpeed's wordings)
+    ("version_mismatch", ["AttributeError: 'ResNet' object has no attribute 'get_submodule'"]),
+    ("version_mismatch", ["ImportError: /opt/venv/lib/python3.10/site-packages/flash_attn_2_cuda."
+                          "cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"]),
+    ("version_mismatch", ["RuntimeError: The detected CUDA version (12.1) mismatches the version "
+                          "that was used to compile PyTorch (11.8). Please make sure to use the "
+                          "same CUDA versions."]),
+    ("version_mismatch", ["deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op "
+                          "Builder: Installed CUDA version 11.4 does not match the version torch "
+                          "was compiled with 12.1, unable to compile cuda/cpp extensions"]),
+    ("oom_cuda_error", ["RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+                        "`cublasCreate(handle)`"]),
+    ("horovod_specific", ["terminate called after throwing an instance of 'gloo::IoException'",
+                          "  what():  [horovod/common/gloo/http_store.cc:57] Wait timeout after 60 "
+                          "seconds for key(s): 3."]),
+    ("shared_memory_docker", ["[1701234567.123456] [worker-0:88:0] mm_iface.c:812 UCX ERROR "
+                              "mm_iface failed to allocate receive FIFO"]),
+    ("shared_memory_docker", ["RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled "
+                              "system error, NCCL version 2.7.8"]),
+    ("nccl_interface_selection", ["node1:311:311 [0] NCCL INFO NET/Socket : 0 interfaces found",
+                                  "node1:311:311 [0] transport/net_socket.cu:39 NCCL WARN "
+                                  "NET/Socket : no interface found"]),
+    ("nccl_interface_selection", [
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:144] timed out connecting: SO_ERROR: Connection timed out, "
+        "remote=[10.0.0.2]:39145 (rank=1, size=2, local=[127.0.1.1]:41234)"]),
+    ("nccl_interface_selection", ["export NCCL_SOCKET_IFNAME=ens3",
+                                  "torch.distributed.DistBackendError: NCCL error in: "
+                                  "ProcessGroupNCCL.cpp:1970, remote process exited or there was "
+                                  "a network error, NCCL version 2.20.5"]),
+    # ssh's own messages in a Chinese locale; Python's spelling of a busy port and of a name
+    # that does not resolve; torchrun's argument parser; sshd closing at once; the NCCL id wait
+    ("ssh_failure", ["ssh: connect to host 192.168.1.12 port 22: 没有到主机的路由"]),
+    ("ssh_failure", ["kex_exchange_identification: read: Connection reset by peer"]),
+    ("port_in_use_or_firewall", ["OSError: [Errno 98] Address already in use"]),
+    ("rendezvous_master_unreachable", ["socket.gaierror: [Errno -2] Name or service not known"]),
+    ("launcher_misuse", ["torchrun: error: the following arguments are required: "
+                         "training_script, training_script_args"]),
+    ("nccl_timeout_or_desync", ["RuntimeError: [3] is setting up NCCL communicator and retrieving "
+                                "ncclUniqueId from [0] via c10d key-value store by key '0', but "
+                                "store->get('0') got error: Socket Timeout"]),
+    # the launcher was the deepspeed one, the GPUs were picked with CUDA_VISIBLE_DEVICES
+    ("launcher_misuse", ["Detected CUDA_VISIBLE_DEVICES=3: setting --include=localhost:3",
+                         "Traceback (most recent call last):",
+                         '  File "/opt/venv/bin/deepspeed", line 6, in <module>',
+                         "ValueError: No slot '3' specified on host 'localhost'"]),
+    ("launcher_misuse", ["export CUDA_VISIBLE_DEVICES=4,5",
+                         "deepspeed --num_gpus 2 finetune.py --deepspeed ds.json"]),
 ])
 def test_common_families_in_several_wordings(category, log):
     findings = diagnose(log)
@@ -461,3 +514,57 @@ def test_the_wrapper_families_stay_quiet_on_healthy_lines():
            "MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 torchrun --nnodes 2 train.py",
            "Detected CUDA_VISIBLE_DEVICES=0,1: setting --include=localhost:0,1"]
     assert diagnose(log) == []
+
+
+# A traceback the log ends in the middle of says where that rank was.
+CUT_IN_INIT = ["Traceback (most recent call last):",
+               '  File "train.py", line 12, in <module>',
+               '    dist.init_process_group("nccl")',
+               '  File "/usr/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py",'
+               ' line 1141, in init_process_group',
+               "    store, rank, world_size = next(rendezvous_iterator)"]
+
+
+def test_a_traceback_cut_off_in_the_rendezvous_names_the_rendezvous():
+    findings = diagnose(["torchrun --nnodes 2 --rdzv-endpoint node0:29400 train.py", *CUT_IN_INIT])
+    assert findings[0].category == "rendezvous_master_unreachable", [f.id for f in findings]
+    assert findings[0].evidence["line"] == 5  # the last frame, not a made-up line
+    assert "init_process_group" in findings[0].evidence["text"]
+
+
+def test_the_same_cut_traceback_under_plain_python_is_a_missing_launcher():
+    findings = diagnose(["$ python train.py --epochs 3", *CUT_IN_INIT])
+    assert findings[0].category == "launcher_misuse", [f.id for f in findings]
+    assert "ddpkit launch --nproc-per-node 1" in findings[0].fix
+
+
+def test_a_traceback_that_ends_in_its_exception_is_not_cut():
+    log = CUT_IN_INIT + ["ValueError: Error initializing torch.distributed using env:// "
+                         "rendezvous: environment variable RANK expected, but not set"]
+    assert all(f.id != "traceback-cut-in-rendezvous" for f in diagnose(log))
+
+
+def test_a_script_path_that_does_not_exist_is_a_script_error():
+    findings = diagnose(["torchrun --nproc_per_node 2 src/trian.py",
+                         "/usr/bin/python3: can't open file '/work/src/trian.py': [Errno 2] No "
+                         "such file or directory",
+                         "E1201 10:00:00.000 1460 api.py:869] failed (exitcode: 2) local_rank: 0 "
+                         "(pid: 1464) of binary: /usr/bin/python3"])
+    assert findings[0].category == "script_error", [f.id for f in findings]
+    assert "/work/src/trian.py" in findings[0].title
+    assert "path" in findings[0].fix
+
+
+def test_a_name_that_fails_to_resolve_while_downloading_is_not_the_rendezvous():
+    log = ["requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+           "port=443): Max retries exceeded with url: /bert-base-uncased/resolve/main/config.json",
+           "socket.gaierror: [Errno -3] Temporary failure in name resolution"]
+    assert all(f.category != "rendezvous_master_unreachable" for f in diagnose(log))
+
+
+def test_a_system_error_beside_a_refused_connection_is_not_shared_memory():
+    findings = diagnose(["node1:77:90 [0] misc/socket.cc:484 NCCL WARN Net : Connect to "
+                         "10.0.0.2<43117> failed : Connection refused",
+                         "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled "
+                         "system error, NCCL version 2.7.8"])
+    assert findings and findings[0].category != "shared_memory_docker", [f.id for f in findings]

@@ -21,6 +21,9 @@ DISTRIBUTED = re.compile(
     r"timeout|watchdog|barrier|collective|all_?reduce|all_?gather|broadcast|cuda|out of memory|"
     r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
     r"local_rank|world_size|master_addr|master_port|init_process_group|\bdevice")
+# The interpreter's own message when the script path does not exist: no traceback, exit code 2.
+CANT_OPEN = re.compile(r"(?:^|[\s/])python[\d.]*: can't open file '?(?P<path>[^']+?)'?: "
+                       r"\[Errno (?P<errno>\d+)\] (?P<reason>.+)$")
 MISSING_MODULE = re.compile(r"\s*No module named '(?P<top>[\w]+)(?:\.[\w.]+)?'\s*$")
 NOT_SCRIPT = {"ChildFailedError", "DistBackendError", "DistStoreError", "DistNetworkError",
               "DistError", "ProcessRaisedException", "ProcessExitedException", "SignalException",
@@ -144,6 +147,13 @@ class Tracebacks:
                 stack.append((m["path"], int(m["line"]), m["func"] or ""))
                 return
         if text[:1].isspace() or not text:
+            return
+        if "can't open file" in text:
+            opened = CANT_OPEN.search(text)
+            if opened and len(self.exceptions) < self.limit:
+                kind = "FileNotFoundError" if opened["errno"] == "2" else "OSError"
+                self.exceptions.append(PyException(
+                    line, kind, f"can't open file '{opened['path']}': {opened['reason']}"))
             return
         m = EXCEPTION.match(text) if ("Error" in text or "Exception" in text
                                       or "Exit" in text or "Interrupt" in text

@@ -25,8 +25,12 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          "denied", "refused", "timed out", "timeout",
          # infixes, not the whole phrase: a first letter the others already have keeps the
          # regex engine's first-character filter selective ("out of memory", "undefined symbol")
-         "f memory", "d symbol")
+         "f memory", "d symbol", "t open file")
 ROOT_MARK = "root cause (first observed failure)"
+# A frame of a Python traceback, a faulthandler dump ("File "x", line 3 in f") or a stack
+# printer's ("File: "x", line 3, in f").
+STACK_FRAME = re.compile(r'\s*File:? "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
+CUT_MARK = "(traceback cut off)"
 ROOT_CAUSE = re.compile(r"\s*(?P<key>rank|host|time)\s*: (?P<value>\S+)")
 
 
@@ -93,6 +97,7 @@ class Scanner:
         self.tail_raw: dict[str, deque] = {}
         self.model_lines: list[Line] = []
         self.lines = 0
+        self._finished = False
 
     def feed(self, raw: str, number: int, source: str = "", where: str = "") -> None:
         line = normalise(raw, number, source, where)
@@ -146,6 +151,30 @@ class Scanner:
         if len(self.model_lines) < MODEL_LINES and (
                 line.number <= FIRST_LINES or self.decisive.errors > errors):
             self.model_lines.append(line)
+
+    def finish(self) -> None:
+        """Facts that no single line holds, fed as lines the signatures can match. A source
+        that ends inside a traceback (an excerpt cut short, a rank killed while it waited)
+        says where that rank was: "(traceback cut off) in init_process_group at
+        distributed_c10d.py:754: <its code line>", numbered as the last frame's line."""
+        if self._finished:
+            return
+        self._finished = True
+        for q in list(self.tail_raw.values()):
+            lines = [normalise(raw, number, source, where) for number, raw, source, where in q]
+            lines = [ln for ln in lines if ln.text.strip()]
+            if not lines:
+                continue
+            last, code = lines[-1], ""
+            frame = STACK_FRAME.match(last.text)
+            if frame is None and len(lines) > 1 and last.text[:1].isspace():
+                last, code = lines[-2], last.text.strip()
+                frame = STACK_FRAME.match(last.text)
+            if frame is None:
+                continue
+            text = f"{CUT_MARK} in {frame['func']} at {frame['path'].rsplit('/', 1)[-1]}:" \
+                   f"{frame['line']}" + (f": {code}" if code else "")
+            self.feed(text, last.number, last.source, last.where)
 
     def _root(self, text: str) -> None:
         """torchrun's summary names the first rank that failed ("Root Cause ... rank : 1")."""
