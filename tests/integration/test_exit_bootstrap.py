@@ -160,8 +160,12 @@ def test_signals_end_the_script_as_in_plain_python(tmp_path, sig):
     script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
     codes = []
     for prefix in ([sys.executable], [sys.executable, BOOTSTRAP]):
+        # A shell that started the test run in the background (`make test &`) hands its
+        # children SIGINT ignored, and Python then never installs KeyboardInterrupt: give
+        # both interpreters the default disposition a terminal would.
         proc = subprocess.Popen(prefix + [str(script)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
