@@ -492,6 +492,9 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
     ("rendezvous_master_unreachable", ["socket.gaierror: [Errno -2] Name or service not known"]),
     ("launcher_misuse", ["torchrun: error: the following arguments are required: "
                          "training_script, training_script_args"]),
+    ("rendezvous_master_unreachable", [
+        '  File "/opt/venv/lib/python3.10/site-packages/torch/distributed/rendezvous.py", line '
+        '176, in _create_c10d_store', "ConnectionRefusedError: [Errno 111] Connection refused"]),
     ("nccl_timeout_or_desync", ["RuntimeError: [3] is setting up NCCL communicator and retrieving "
                                 "ncclUniqueId from [0] via c10d key-value store by key '0', but "
                                 "store->get('0') got error: Socket Timeout"]),
@@ -559,6 +562,12 @@ def test_a_name_that_fails_to_resolve_while_downloading_is_not_the_rendezvous():
     log = ["requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
            "port=443): Max retries exceeded with url: /bert-base-uncased/resolve/main/config.json",
            "socket.gaierror: [Errno -3] Temporary failure in name resolution"]
+    assert all(f.category != "rendezvous_master_unreachable" for f in diagnose(log))
+
+
+def test_a_refused_connection_outside_torch_distributed_is_not_the_rendezvous():
+    log = ['  File "fetch.py", line 3, in <module>',
+           "ConnectionRefusedError: [Errno 111] Connection refused"]
     assert all(f.category != "rendezvous_master_unreachable" for f in diagnose(log))
 
 
