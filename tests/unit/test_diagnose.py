@@ -495,6 +495,16 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
     ("rendezvous_master_unreachable", [
         '  File "/opt/venv/lib/python3.10/site-packages/torch/distributed/rendezvous.py", line '
         '176, in _create_c10d_store', "ConnectionRefusedError: [Errno 111] Connection refused"]),
+    ("rendezvous_master_unreachable", [
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 1, "
+        "for key: store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)"]),
+    ("launcher_misuse", ["bash: line 1: torchrun: command not found"]),
+    ("launcher_misuse", ["bash: deepspeed: 未找到命令"]),
+    ("version_mismatch", ["ImportError: libcudart.so.11.0: cannot open shared object file: No "
+                          "such file or directory"]),
+    ("shared_memory_docker", ["RuntimeError: DataLoader worker (pid(s) 1234, 1235) exited "
+                              "unexpectedly"]),
+    ("p2p_acs_iommu", ["# Out of bounds values : 24 FAILED", "# Avg bus bandwidth    : 3.1"]),
     ("nccl_timeout_or_desync", ["RuntimeError: [3] is setting up NCCL communicator and retrieving "
                                 "ncclUniqueId from [0] via c10d key-value store by key '0', but "
                                 "store->get('0') got error: Socket Timeout"]),
