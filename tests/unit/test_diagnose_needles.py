@@ -72,3 +72,23 @@ def test_the_chunk_test_reads_the_same_lines_as_tokenizing_it_all():
         text = "\n".join(lines)
         scan.feed_text(text, 1)
         assert set(read) == _reference_lines(scan, text)
+
+
+def test_the_gate_reads_few_lines_of_a_healthy_nccl_log_one_by_one():
+    """The speed of a 50 MB log comes from the gate: most noise lines are never read one by one.
+    A signature whose pattern gates on a word of every NCCL WARN or INFO line (a regression
+    seen once: 'NCCL WARN .*connect...' made a third of the lines slow) shows up here as a count,
+    not as a timing."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import diagnose_speed
+
+    lines = diagnose_speed.build(1).decode().splitlines()
+    scan = Scanner(signatures())
+    read = []
+    feed = scan.feed
+    scan.feed = lambda raw, *a, **k: (read.append(raw), feed(raw, *a, **k))[1]
+    scan.feed_all(lines)
+    assert len(read) < 0.25 * len(lines), (len(read), len(lines))
