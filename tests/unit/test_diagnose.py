@@ -505,6 +505,31 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
     ("shared_memory_docker", ["RuntimeError: DataLoader worker (pid(s) 1234, 1235) exited "
                               "unexpectedly"]),
     ("p2p_acs_iommu", ["# Out of bounds values : 24 FAILED", "# Avg bus bandwidth    : 3.1"]),
+    ("port_in_use_or_firewall", ["OSError: [Errno 98] error while attempting to bind on address "
+                                 "('0.0.0.0', 29500): address already in use"]),
+    ("nccl_timeout_or_desync", ["[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Heartbeat "
+                                "monitor timed out! Process will be terminated after dumping "
+                                "debug info. workMetaList_.size()=1"]),
+    ("version_mismatch", ["RuntimeError: Detected that PyTorch and torchvision were compiled with "
+                          "different CUDA major versions. PyTorch has CUDA Version=11.8 and "
+                          "torchvision has CUDA Version=12.1."]),
+    ("version_mismatch", ["AssertionError: Torch not compiled with CUDA enabled"]),
+    ("version_mismatch", ["RuntimeError: Distributed package doesn't have NCCL built in"]),
+    ("duplicate_gpu_or_wrong_device", ["RuntimeError: ProcessGroupNCCL is only supported with GPUs, "
+                                       "no GPUs found!"]),
+    ("shared_memory_docker", ["RuntimeError: unable to mmap 1048576 bytes from file "
+                              "</torch_3432_1043987521_0>: Cannot allocate memory (12)"]),
+    ("ddp_usage_error", ["RuntimeError: Modules with uninitialized parameters can't be used with "
+                         "`DistributedDataParallel`. Run a dummy forward pass"]),
+    ("ddp_usage_error", ["RuntimeError: Your training graph has changed in this iteration, e.g., "
+                         "one parameter is used in first iteration, but then got unused in the "
+                         "second iteration. this is not compatible with static_graph set to True."]),
+    ("p2p_acs_iommu", ["node1:1:1 [0] NCCL INFO Channel 00 : 0[1000] -> 1[2000] via P2P/IPC",
+                       "node1:1:1 [0] misc/strongstream.cc:53 NCCL WARN Cuda failure 'operation "
+                       "not supported'"]),
+    ("p2p_acs_iommu", ["[  512.345] DMAR: [DMA Read NO_PASID] Request device [41:00.0] fault "
+                       "addr 0xfe000000 [fault reason 0x06] PTE Read access is not set"]),
+    ("script_error", ["$ python -m trainer.main", "/usr/bin/python3: No module named trainer.main"]),
     ("nccl_timeout_or_desync", ["RuntimeError: [3] is setting up NCCL communicator and retrieving "
                                 "ncclUniqueId from [0] via c10d key-value store by key '0', but "
                                 "store->get('0') got error: Socket Timeout"]),

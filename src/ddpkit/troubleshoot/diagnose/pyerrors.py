@@ -24,6 +24,8 @@ DISTRIBUTED = re.compile(
 # The interpreter's own message when the script path does not exist: no traceback, exit code 2.
 CANT_OPEN = re.compile(r"(?:^|[\s/])python[\d.]*: can't open file '?(?P<path>[^']+?)'?: "
                        r"\[Errno (?P<errno>\d+)\] (?P<reason>.+)$")
+# `python -m name` where no such module is importable from the working directory.
+NO_MAIN_MODULE = re.compile(r"(?:^|[\s/])python[\d.]*: No module named (?P<module>[\w.]+)\s*$")
 MISSING_MODULE = re.compile(r"\s*No module named '(?P<top>[\w]+)(?:\.[\w.]+)?'\s*$")
 NOT_SCRIPT = {"ChildFailedError", "DistBackendError", "DistStoreError", "DistNetworkError",
               "DistError", "ProcessRaisedException", "ProcessExitedException", "SignalException",
@@ -147,6 +149,14 @@ class Tracebacks:
                 stack.append((m["path"], int(m["line"]), m["func"] or ""))
                 return
         if text[:1].isspace() or not text:
+            return
+        if ": No module named " in text and not text.startswith(("ModuleNotFoundError",
+                                                                  "ImportError")):
+            absent = NO_MAIN_MODULE.search(text)
+            if absent and len(self.exceptions) < self.limit:
+                self.exceptions.append(PyException(
+                    line, "ModuleNotFoundError",
+                    f"no module named {absent['module']} to run with python -m"))
             return
         if "can't open file" in text:
             opened = CANT_OPEN.search(text)

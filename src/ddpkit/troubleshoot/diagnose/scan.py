@@ -25,7 +25,7 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          "denied", "refused", "timed out", "timeout",
          # infixes, not the whole phrase: a first letter the others already have keeps the
          # regex engine's first-character filter selective ("out of memory", "undefined symbol")
-         "f memory", "d symbol", "t open file")
+         "f memory", "d symbol", "t open file", "o module named")
 ROOT_MARK = "root cause (first observed failure)"
 # A frame of a Python traceback, a faulthandler dump ("File "x", line 3 in f") or a stack
 # printer's ("File: "x", line 3, in f").
