@@ -606,6 +606,13 @@ def test_a_refused_connection_outside_torch_distributed_is_not_the_rendezvous():
     assert all(f.category != "rendezvous_master_unreachable" for f in diagnose(log))
 
 
+def test_an_invalid_ordinal_names_the_device_and_the_process_count():
+    """More ranks than GPUs: one thread files it under the device, the next under the launcher;
+    both readings are offered, the device first."""
+    cats = [f.category for f in diagnose(["RuntimeError: CUDA error: invalid device ordinal"])]
+    assert cats[:2] == ["duplicate_gpu_or_wrong_device", "launcher_misuse"], cats
+
+
 def test_a_system_error_beside_a_refused_connection_is_not_shared_memory():
     findings = diagnose(["node1:77:90 [0] misc/socket.cc:484 NCCL WARN Net : Connect to "
                          "10.0.0.2<43117> failed : Connection refused",
