@@ -4,6 +4,7 @@ files; torch is stood in for by a module with the dumper's name."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 import threading
@@ -128,9 +129,10 @@ def test_node_side_gather_asks_waits_and_reads_progress(tmp_path):
     asked = stackdump.ask_dumps(folders)
     assert asked is not None and (tmp_path / "dump_request").is_file()
 
-    def answer():  # what the rank's watcher does when it sees the request
-        time.sleep(0.2)
-        (tmp_path / "fr_rank_0.pkl").write_bytes(pickle.dumps(DUMP))
+    def answer():  # what the rank's watcher does when it sees the request: write, then rename
+        time.sleep(0.2)  # (a reader never sees half a dump; a plain write raced here under load)
+        (tmp_path / "fr_rank_0.pkl.tmp").write_bytes(pickle.dumps(DUMP))
+        os.replace(tmp_path / "fr_rank_0.pkl.tmp", tmp_path / "fr_rank_0.pkl")
 
     threading.Thread(target=answer).start()
     got = stackdump.gather(folders, want, asked)
