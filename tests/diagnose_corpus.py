@@ -206,7 +206,7 @@ HEADER_KEYS = ("source", "category", "note", "made", "expect")
 # gathered batch each, by sha1 of the repository, 3 of 5 buckets; the other 2 went to public/, i.e.
 # train); "healthy" logs must yield no finding.
 SPLITS = {"public": "train", "local": "train", "heldout": "heldout", "unseen": "unseen",
-          "unseen2": "unseen2", "unseen3": "unseen3", "unseen4": "unseen4", "unseen5": "unseen5", "unseen6": "unseen6", "unseen7": "unseen7", "success": "healthy",
+          "unseen2": "unseen2", "unseen3": "unseen3", "unseen4": "unseen4", "unseen5": "unseen5", "unseen6": "unseen6", "unseen7": "unseen7", "unseen8": "unseen8", "success": "healthy",
           "healthy": "healthy"}
 
 

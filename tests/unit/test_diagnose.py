@@ -530,6 +530,15 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
     ("p2p_acs_iommu", ["[  512.345] DMAR: [DMA Read NO_PASID] Request device [41:00.0] fault "
                        "addr 0xfe000000 [fault reason 0x06] PTE Read access is not set"]),
     ("script_error", ["$ python -m trainer.main", "/usr/bin/python3: No module named trainer.main"]),
+    # Open MPI's TCP transport on a docker bridge; an NCCL older than the GPU; nccl-tests built
+    # without MPI under mpirun (one summary per process)
+    ("nccl_interface_selection", ["[node2][[4711,1],1][btl_tcp_endpoint.c:796:mca_btl_tcp_endpoint"
+                                  "_complete_connect] connect() to 172.17.0.1 failed: Connection "
+                                  "refused (111)"]),
+    ("version_mismatch", ["node1:4766:4780 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds "
+                          "device/fn maxSharedMem 79856"]),
+    ("launcher_misuse", ["mpirun -H node1,node2 -np 2 ./build/all_reduce_perf -b 8 -e 128M -g 1",
+                         "# Avg bus bandwidth    : 10.512", "# Avg bus bandwidth    : 10.498"]),
     ("nccl_timeout_or_desync", ["RuntimeError: [3] is setting up NCCL communicator and retrieving "
                                 "ncclUniqueId from [0] via c10d key-value store by key '0', but "
                                 "store->get('0') got error: Socket Timeout"]),

@@ -1,7 +1,7 @@
 """The scanner's cheap per-line tests must never reject a line a regex matches: every corpus
 line is tried against every regex of the knowledge base."""
 
-from ddpkit.troubleshoot.diagnose.kb import needles, signatures
+from ddpkit.troubleshoot.diagnose.kb import anchors, needles, signatures, tokens
 from ddpkit.troubleshoot.diagnose.lines import normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import ROUTINE, routine
 from ddpkit.troubleshoot.diagnose.scan import Scanner
@@ -23,11 +23,22 @@ def test_needles_never_reject_a_matching_line():
     texts = [normalise(raw, 1).text for case in load_corpus()
              if case.path.parent.name not in ("unseen4", "batch4")  # frozen test sets
              for raw in case.text.splitlines()]
+    words = {rx.pattern: anchors(rx) for rx, _need in pairs}
     for text in texts:
         assert (ROUTINE.search(text) is not None) == routine(text), text
+        toks = None
         for rx, need in pairs:
-            if need is not None and rx.search(text):
-                assert _passes(need, text), (rx.pattern, text)
+            m = (need is not None or words[rx.pattern]) and rx.search(text)
+            if m:
+                assert need is None or _passes(need, text), (rx.pattern, text)
+                # and the gate's words: one of them is a word of the line ("mpirun", not the
+                # "run" the parser leaves in a group after taking out the shared "mpi"), where
+                # the match is not glued to letters at its ends (the gate's stated assumption)
+                glued = (m.start() and text[m.start() - 1].isalnum()) or (
+                    m.end() < len(text) and text[m.end()].isalnum())
+                if words[rx.pattern] and not glued:
+                    toks = toks if toks is not None else set(tokens(text))
+                    assert words[rx.pattern] & toks, (rx.pattern, words[rx.pattern], text)
 
 
 def test_needles_of_simple_patterns():
@@ -38,6 +49,9 @@ def test_needles_of_simple_patterns():
     assert needles(re.compile(r"(?i)\b(?:Running evaluation|validation)\b")) == (
         ("running evaluation", "validation"), True)
     assert needles(re.compile(r"\d+ ms")) == ((" ms",), False)
+    assert anchors(re.compile(r"\b(?:mpirun|mpiexec)\b -np")) == {"mpirun", "mpiexec"}
+    assert anchors(re.compile(r"(?i)sync_?batch_?norm|syncbn")) is None or "batch" not in \
+        anchors(re.compile(r"(?i)sync_?batch_?norm|syncbn"))
     assert needles(re.compile(r"\d+ s")) is None  # nothing of 3 characters or more
 
 

@@ -113,10 +113,10 @@ def _runs(items) -> list[str | None]:
             runs.append(chr(av))
         elif name == "AT" or (name == "IN" and "CATEGORY_SPACE" in str(av)):
             runs.append(" ")
-        elif name in ("MAX_REPEAT", "MIN_REPEAT") and len(av[2]) == 1 and (
+        elif name in ("MAX_REPEAT", "MIN_REPEAT") and av[0] >= 1 and len(av[2]) == 1 and (
                 "CATEGORY_SPACE" in str(av[2]) or (str(av[2][0][0]) == "LITERAL"
                                                    and not chr(av[2][0][1]).isalnum())):
-            runs.append(" ")
+            runs.append(" ")  # (an optional one, `_?`, may glue its neighbours: not a boundary)
         elif name == "SUBPATTERN" and len(av[-1]) and str(av[-1][0][0]) != "BRANCH":
             runs.extend(_runs(av[-1])[1:-1])
         else:
@@ -141,11 +141,17 @@ def _words(seq: list[str | None]) -> set[str]:
 
 
 def _branches(items) -> list:
-    for op, av in items:
+    """The first group of alternatives, each put back in its place in the sequence: the parser
+    takes a prefix the alternatives share out of the group ("mpi" of mpirun|mpiexec), so an
+    alternative alone ("run") is not a word of the line; in its place it is ("mpirun")."""
+    for i, (op, av) in enumerate(items):
         if str(op) == "BRANCH":
-            return av[1]
-        if str(op) == "SUBPATTERN" and len(av[-1]) == 1 and str(av[-1][0][0]) == "BRANCH":
-            return av[-1][0][1][1]
+            alts = av[1]
+        elif str(op) == "SUBPATTERN" and len(av[-1]) == 1 and str(av[-1][0][0]) == "BRANCH":
+            alts = av[-1][0][1][1]
+        else:
+            continue
+        return [list(items[:i]) + list(alt) + list(items[i + 1:]) for alt in alts]
     return []
 
 
@@ -155,7 +161,7 @@ def _anchor(items) -> frozenset[str] | None:
     if best is not None and best not in COMMON_WORDS:  # the longest word rare in healthy logs
         return frozenset([best])
     alternatives = _branches(items)  # else one rarer word per alternative of a group
-    found = [_anchor(list(alt)) for alt in alternatives]
+    found = [_anchor(alt) for alt in alternatives]
     if found and all(a is not None for a in found):
         union = frozenset().union(*found)
         if best is None or not union & COMMON_WORDS:
