@@ -539,6 +539,13 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
                           "device/fn maxSharedMem 79856"]),
     ("launcher_misuse", ["mpirun -H node1,node2 -np 2 ./build/all_reduce_perf -b 8 -e 128M -g 1",
                          "# Avg bus bandwidth    : 10.512", "# Avg bus bandwidth    : 10.498"]),
+    ("launcher_misuse", ["ValueError: Some specified arguments are not used by the "
+                         "HfArgumentParser: ['--local-rank=0']"]),
+    ("ssh_failure", ["Bad owner or permissions on /root/.ssh/config"]),
+    ("ssh_failure", ["@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @"]),
+    ("ssh_failure", ["ssh_exchange_identification: read: Connection reset by peer"]),
+    ("shared_memory_docker", ["RuntimeError: Too many open files. Communication with the workers "
+                              "is no longer possible. Please increase the limit using `ulimit -n`"]),
     ("nccl_timeout_or_desync", ["RuntimeError: [3] is setting up NCCL communicator and retrieving "
                                 "ncclUniqueId from [0] via c10d key-value store by key '0', but "
                                 "store->get('0') got error: Socket Timeout"]),
