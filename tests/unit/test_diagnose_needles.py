@@ -93,11 +93,7 @@ def test_the_gate_reads_few_lines_of_a_healthy_nccl_log_one_by_one():
     A signature whose pattern gates on a word of every NCCL WARN or INFO line (a regression
     seen once: 'NCCL WARN .*connect...' made a third of the lines slow) shows up here as a count,
     not as a timing."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import diagnose_speed
+    from benchmarks import diagnose_speed
 
     lines = diagnose_speed.build(1).decode().splitlines()
     scan = Scanner(signatures())

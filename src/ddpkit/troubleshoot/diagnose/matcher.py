@@ -169,7 +169,7 @@ def _script_finding(exc: PyException, conf: float, echoes: bool, same: int) -> F
     fix = (_('Fix the error in the script at the line named (run it once without the launcher, e.g. `python train.py` with one process, to iterate faster); the distributed errors on the other ranks are consequences and go away with it.'))
     if shell:
         fix = (_('A shell script was run as Python: launch the Python entry point, or run the wrapper as a program: `ddpkit launch --no-python ... wrapper.sh`.'))
-    if exc.message.startswith("can't open file") or exc.message.endswith("with python -m"):
+    if exc.missing_target:
         fix = (_('The script path does not exist where the rank started: give the launcher a path that exists on every node, relative to the working directory there (or absolute), e.g. `ddpkit launch -H ... path/to/train.py` run from the project directory.'))
     elif exc.short_type in ("ModuleNotFoundError", "ImportError"):
         fix = (_('Install the missing module in the Python environment the ranks run with (on every node: `ddpkit launch --python /path/to/venv/bin/python` picks it), or remove the import.'))

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 
 from ddpkit.troubleshoot.diagnose.lines import Line
 
-FRAME = re.compile(r'\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+# A frame of a Python traceback, also as faulthandler ("File "x", line 3 in f") and some stack
+# printers ("File: "x", line 3, in f") write it.
+FRAME = re.compile(r'\s*File:? "(?P<path>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>\S+))?')
 EXCEPTION = re.compile(
     r"(?P<type>(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)"
     r"|KeyError|StopIteration|AssertionError))(?::\s?(?P<msg>.*))?$")
@@ -21,11 +23,15 @@ DISTRIBUTED = re.compile(
     r"timeout|watchdog|barrier|collective|all_?reduce|all_?gather|broadcast|cuda|out of memory|"
     r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
     r"local_rank|world_size|master_addr|master_port|init_process_group|\bdevice")
-# The interpreter's own message when the script path does not exist: no traceback, exit code 2.
-CANT_OPEN = re.compile(r"(?:^|[\s/])python[\d.]*: can't open file '?(?P<path>[^']+?)'?: "
-                       r"\[Errno (?P<errno>\d+)\] (?P<reason>.+)$")
-# `python -m name` where no such module is importable from the working directory.
-NO_MAIN_MODULE = re.compile(r"(?:^|[\s/])python[\d.]*: No module named (?P<module>[\w.]+)\s*$")
+# The interpreter's own messages when what it was told to run is not there (no traceback, exit
+# code 2): (a substring every such line holds, its regex, the exception it stands for).
+MISSING_TARGET = (
+    ("can't open file", re.compile(r"(?:^|[\s/])python[\d.]*: (?P<message>can't open file "
+                                   r"'?[^']+?'?: )\[Errno \d+\] (?P<reason>.+)$"),
+     "FileNotFoundError"),
+    (": No module named ", re.compile(r"(?:^|[\s/])python[\d.]*: (?P<message>No module named "
+                                      r"[\w.]+)\s*$"), "ModuleNotFoundError"),
+)
 MISSING_MODULE = re.compile(r"\s*No module named '(?P<top>[\w]+)(?:\.[\w.]+)?'\s*$")
 NOT_SCRIPT = {"ChildFailedError", "DistBackendError", "DistStoreError", "DistNetworkError",
               "DistError", "ProcessRaisedException", "ProcessExitedException", "SignalException",
@@ -83,6 +89,7 @@ class PyException:
     type: str
     message: str
     frames: list[tuple[str, int, str]] = field(default_factory=list)  # path, line, function
+    missing_target: bool = False  # the script or module given to python does not exist
 
     @property
     def short_type(self) -> str:
@@ -150,21 +157,14 @@ class Tracebacks:
                 return
         if text[:1].isspace() or not text:
             return
-        if ": No module named " in text and not text.startswith(("ModuleNotFoundError",
-                                                                  "ImportError")):
-            absent = NO_MAIN_MODULE.search(text)
-            if absent and len(self.exceptions) < self.limit:
-                self.exceptions.append(PyException(
-                    line, "ModuleNotFoundError",
-                    f"no module named {absent['module']} to run with python -m"))
-            return
-        if "can't open file" in text:
-            opened = CANT_OPEN.search(text)
-            if opened and len(self.exceptions) < self.limit:
-                kind = "FileNotFoundError" if opened["errno"] == "2" else "OSError"
-                self.exceptions.append(PyException(
-                    line, kind, f"can't open file '{opened['path']}': {opened['reason']}"))
-            return
+        for marker, rx, kind in MISSING_TARGET:
+            found = rx.search(text) if marker in text else None
+            if found:
+                if len(self.exceptions) < self.limit:
+                    message = found["message"] + found.groupdict().get("reason", "")
+                    self.exceptions.append(PyException(line, kind, message.strip(),
+                                                       missing_target=True))
+                return
         m = EXCEPTION.match(text) if ("Error" in text or "Exception" in text
                                       or "Exit" in text or "Interrupt" in text
                                       or "StopIteration" in text) else None

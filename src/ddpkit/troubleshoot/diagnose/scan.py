@@ -13,7 +13,7 @@ from typing import Iterable
 
 from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE, Signature, anchors, needles, tokens
 from ddpkit.troubleshoot.diagnose.lines import Line, normalise
-from ddpkit.troubleshoot.diagnose.pyerrors import Decisive, Tracebacks
+from ddpkit.troubleshoot.diagnose.pyerrors import FRAME, Decisive, Tracebacks
 
 MAX_LINE = 4000
 CHUNK_CHARS = 2_000_000
@@ -27,9 +27,6 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          # regex engine's first-character filter selective ("out of memory", "undefined symbol")
          "f memory", "d symbol", "t open file", "o module named")
 ROOT_MARK = "root cause (first observed failure)"
-# A frame of a Python traceback, a faulthandler dump ("File "x", line 3 in f") or a stack
-# printer's ("File: "x", line 3, in f").
-STACK_FRAME = re.compile(r'\s*File:? "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
 CUT_MARK = "(traceback cut off)"
 ROOT_CAUSE = re.compile(r"\s*(?P<key>rank|host|time)\s*: (?P<value>\S+)")
 
@@ -166,11 +163,11 @@ class Scanner:
             if not lines:
                 continue
             last, code = lines[-1], ""
-            frame = STACK_FRAME.match(last.text)
+            frame = FRAME.match(last.text)
             if frame is None and len(lines) > 1 and last.text[:1].isspace():
                 last, code = lines[-2], last.text.strip()
-                frame = STACK_FRAME.match(last.text)
-            if frame is None:
+                frame = FRAME.match(last.text)
+            if frame is None or not frame["func"]:
                 continue
             text = f"{CUT_MARK} in {frame['func']} at {frame['path'].rsplit('/', 1)[-1]}:" \
                    f"{frame['line']}" + (f": {code}" if code else "")
