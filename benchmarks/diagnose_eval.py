@@ -28,7 +28,7 @@ from ddpkit.troubleshoot.diagnose import fallback  # noqa: E402
 from ddpkit.troubleshoot.diagnose.kb import CATEGORIES, signatures  # noqa: E402
 from ddpkit.troubleshoot.diagnose.matcher import analyse, diagnose_report  # noqa: E402
 from ddpkit.troubleshoot.diagnose.scan import Scanner  # noqa: E402
-from tests.diagnose_corpus import load_corpus  # noqa: E402
+from tests.diagnose_corpus import load_corpus, load_messages  # noqa: E402
 
 SHORT = {"rendezvous_master_unreachable": "rdzv", "port_in_use_or_firewall": "port",
          "nccl_interface_selection": "iface", "nccl_timeout_or_desync": "tmout",
@@ -126,9 +126,41 @@ def main() -> None:
     per_category(held)
     matrix(held)
     fallback_figures(cases)
+    missed_lines = catalogue_figures()
     if args.verbose:
         for split, name, want, got in misses:
             print(f"miss [{split}] {name}: want {want}, got {got}")
+        for msg, got in missed_lines:
+            print(f"miss [catalogue {msg.project}] want {msg.category}, got {got}: {msg.line[:160]}")
+
+
+def catalogue_figures():
+    """Each message of the catalogue (tests/fixtures/diagnose/messages) as a log of one line:
+    is its category the top answer (top-3)? Per project and per category. Lines that healthy
+    runs print too (kind "fact") are left out: alone they must not be a finding."""
+    messages = [m for m in load_messages() if m.kind != "fact"]
+    if not messages:
+        return []
+    rows, missed = [], []
+    for msg in messages:
+        cats = [f.category for f in diagnose_report(msg.line.splitlines()).findings]
+        rows.append((msg, cats))
+        if not msg.right(cats[0] if cats else None):
+            missed.append((msg, cats[:3]))
+    print(f"message catalogue: {len(rows)} messages from the projects' sources, each alone")
+    for key, label in ((lambda m: m.project, "project"), (lambda m: m.category, "category"),
+                       (None, "")):
+        parts = defaultdict(list)
+        for msg, cats in rows:
+            parts[key(msg) if key else "all"].append((msg, cats))
+        for name in sorted(parts, key=lambda k: -len(parts[k])):
+            got = parts[name]
+            n = len(got)
+            t1 = sum(1 for msg, cats in got if cats and msg.right(cats[0]))
+            t3 = sum(1 for msg, cats in got if any(msg.right(c) for c in cats[:3]))
+            print(f"  {(label + ' ' + name).strip():38} n={n:3}  top-1 {pct(t1, n):>12}  "
+                  f"top-3 {pct(t3, n):>12}")
+    return missed
 
 
 # The held-out splits the fallback was measured on when it was built (a later frozen split is

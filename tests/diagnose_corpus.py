@@ -249,6 +249,39 @@ def load_corpus() -> list[LogCase]:
     return cases
 
 
+# The message catalogue (tests/fixtures/diagnose/messages/*.toml): the failure messages of
+# torch, NCCL, Gloo, Open MPI, Horovod, accelerate and DeepSpeed, in each wording they had across
+# versions, taken from those projects' sources (each with the file and version it comes from),
+# rendered as a user sees them. Breadth, not frequency: a log that names a cause in words some
+# other release printed must still be read.
+MESSAGES = DIAG / "messages"
+
+
+@dataclass(frozen=True)
+class Message:
+    project: str
+    url: str
+    versions: str
+    line: str
+    category: str
+    kind: str  # "cause" or "symptom"; "fact": also printed by healthy runs, not scored alone
+    also: str = ""  # a second category an expert could equally name from this line alone
+
+    def right(self, category: str | None) -> bool:
+        return category in (self.category, self.also or self.category)
+
+
+def load_messages() -> list[Message]:
+    import tomllib
+
+    out = []
+    for path in sorted(MESSAGES.glob("*.toml")):
+        for m in tomllib.loads(path.read_text(encoding="utf-8"))["message"]:
+            out.append(Message(m["project"], m["url"], m.get("versions", ""), m["line"].strip(),
+                               m["category"], m.get("kind", "cause"), m.get("also", "")))
+    return out
+
+
 def record(names: list[str]) -> None:
     from tests.vcluster import VCluster
 

@@ -1,11 +1,12 @@
 """The scanner's cheap per-line tests must never reject a line a regex matches: every corpus
-line is tried against every regex of the knowledge base."""
+line (and every line of the message catalogue) is tried against every regex of the knowledge
+base."""
 
 from ddpkit.troubleshoot.diagnose.kb import anchors, needles, signatures, tokens
 from ddpkit.troubleshoot.diagnose.lines import normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import ROUTINE, routine
 from ddpkit.troubleshoot.diagnose.scan import Scanner
-from tests.diagnose_corpus import load_corpus
+from tests.diagnose_corpus import load_corpus, load_messages
 
 
 def _passes(need, text: str) -> bool:
@@ -23,6 +24,7 @@ def test_needles_never_reject_a_matching_line():
     texts = [normalise(raw, 1).text for case in load_corpus()
              if case.path.parent.name not in ("unseen4", "batch4")  # frozen test sets
              for raw in case.text.splitlines()]
+    texts += [normalise(raw, 1).text for msg in load_messages() for raw in msg.line.splitlines()]
     words = {rx.pattern: anchors(rx) for rx, _need in pairs}
     for text in texts:
         assert (ROUTINE.search(text) is not None) == routine(text), text

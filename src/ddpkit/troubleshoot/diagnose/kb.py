@@ -1,4 +1,4 @@
-"""The knowledge base: load signatures.toml once, check every entry, and give every regex the
+"""The knowledge base: load signatures*.toml once, check every entry, and give every regex the
 words a line must contain before it is worth running (the scanner's cheap gate)."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ KINDS = ("cause", "symptom", "fact", "echo")
 # Words on most lines of a healthy NCCL_DEBUG=INFO / torchrun log: poor gates.
 COMMON_WORDS = frozenset("""nccl info rank using with from the and for torch cuda device
 process processgroupnccl connected environment variable complete init channel via comm ring
-trees dataloader worker warning default node set setting""".split())
+trees dataloader worker warning default node set setting function processes userwarning
+create""".split())
 TOKEN_TABLE = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 
 
@@ -93,8 +94,14 @@ def parse(data: dict) -> tuple[Signature, ...]:
 
 @functools.lru_cache(maxsize=None)
 def signatures() -> tuple[Signature, ...]:
-    text = resources.files(__package__).joinpath("signatures.toml").read_text(encoding="utf-8")
-    return parse(tomllib.loads(text))
+    """signatures.toml, then signatures-<family>.toml in name order (one file per source of
+    messages: Open MPI, NCCL, the launchers...); ids are unique across all of them."""
+    files = sorted((f for f in resources.files(__package__).iterdir()
+                    if f.name.startswith("signatures") and f.name.endswith(".toml")),
+                   key=lambda f: (f.name != "signatures.toml", f.name))
+    entries = [raw for f in files
+               for raw in tomllib.loads(f.read_text(encoding="utf-8")).get("signature", [])]
+    return parse({"signature": entries})
 
 
 # ---- anchors: a word every matching line contains -------------------------------------------
@@ -157,7 +164,9 @@ def _branches(items) -> list:
 
 def _anchor(items) -> frozenset[str] | None:
     words = _words(_runs(items))
-    best = max(words, key=lambda w: (w not in COMMON_WORDS, len(w))) if words else None
+    # ties broken by the word itself: a set's order changes with the hash seed, and so did the
+    # gate (one seed picked "create", on every line of DataLoader's worker warning)
+    best = max(words, key=lambda w: (w not in COMMON_WORDS, len(w), w)) if words else None
     if best is not None and best not in COMMON_WORDS:  # the longest word rare in healthy logs
         return frozenset([best])
     alternatives = _branches(items)  # else one rarer word per alternative of a group
