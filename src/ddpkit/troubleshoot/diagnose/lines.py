@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 from dataclasses import dataclass
+
+from ddpkit.data import load_toml
 
 # Colour codes, also as pasted into issue threads without their ESC byte ("[0m ").
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^(?:\[[0-9;]{1,5}m)+ ?")
@@ -24,6 +27,26 @@ MAX_LINE = 4000  # longer lines are cut: no regex ever sees an unbounded line
 # (torch's C++ logs: "[E501 12:34:56.789 ..." / "E0501 12:34:56.789 ...").
 ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
 GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+
+
+@functools.lru_cache(maxsize=None)
+def _localized() -> tuple[tuple[str, str], ...]:
+    """(translated phrase, English), longest first: 没有那个设备或地址 before 没有那个设备."""
+    table = load_toml("localized_errors.toml")
+    pairs = {loc: eng for lang in table.values() for loc, eng in lang.items()}
+    return tuple(sorted(pairs.items(), key=lambda p: -len(p[0])))
+
+
+def english(text: str) -> str:
+    """A log text with the system's error phrases of a Chinese locale put back in English
+    (拒绝连接 -> Connection refused), so one signature reads both. Lines and their numbers
+    stay as they were; an ASCII text is returned as is, unread."""
+    if text.isascii():
+        return text
+    for loc, eng in _localized():
+        if loc in text:
+            text = text.replace(loc, eng)
+    return text
 
 
 @dataclass(frozen=True)

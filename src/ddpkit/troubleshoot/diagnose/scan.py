@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE, Signature, anchors, needles, tokens
-from ddpkit.troubleshoot.diagnose.lines import Line, normalise
+from ddpkit.troubleshoot.diagnose.lines import Line, english, normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import FRAME, Decisive, Tracebacks
 
 MAX_LINE = 4000
@@ -201,6 +201,7 @@ class Scanner:
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
+        text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
         if self.gate and len(text) > 1000 * (text.count("\n") + 1):
             # Long lines (a stream is not cut like feed_all's lines): nothing past MAX_LINE
             # characters of a line is ever read, so none of it picks lines either.

@@ -1,0 +1,42 @@
+"""Logs from machines with LANG=zh_CN.UTF-8 (or zh_TW): the C library translates the error
+texts that signatures name (strerror, the resolver, signal names), so torch's `errno: 98 - ...`,
+ssh's `port 22: ...` and NCCL's `failed : ...` end in Chinese. diagnose must read them as the
+English ones."""
+
+import pytest
+
+from ddpkit.troubleshoot.diagnose.lines import english
+from ddpkit.troubleshoot.diagnose.matcher import diagnose_report
+
+PAIRS = [
+    ("RuntimeError: The server socket has failed to listen on any local network address. The "
+     "server socket has failed to bind to [::]:29500 (errno: 98 - {})", "地址已在使用",
+     "Address already in use"),
+    ("ssh: connect to host node2 port 22: {}", "拒绝连接", "Connection refused"),
+    ("ssh: connect to host node2 port 22: {}", "連線被拒絕", "Connection refused"),
+    ("node1:2345:2401 [0] misc/socket.cc:456 NCCL WARN Net : Connect to 10.1.1.2<46121> "
+     "failed : {}", "拒绝连接", "Connection refused"),
+    ("torch.distributed.DistNetworkError: The client socket has failed to connect to "
+     "[node1]:29500 (errno: 110 - {}).", "连接超时", "Connection timed out"),
+    ("socket.gaierror: [Errno -2] {}", "未知的名称或服务", "Name or service not known"),
+    ("{}", "总线错误（核心已转储）", "Bus error (core dumped)"),
+    ("bash: torchrun{}", "：指令找不到", ": command not found"),
+]
+
+
+@pytest.mark.parametrize("line,local,eng", PAIRS, ids=lambda v: v if len(v) < 12 else None)
+def test_a_chinese_locale_gets_the_same_answer_as_english(line, local, eng):
+    want = [f.category for f in diagnose_report([line.format(eng)]).findings][:1]
+    got = [f.category for f in diagnose_report([line.format(local)]).findings][:1]
+    assert want and want != ["unknown"], want
+    assert got == want
+
+
+def test_only_non_ascii_text_is_touched_and_lines_stay_lines():
+    text = "a\nssh: connect to host n port 22: 拒绝连接\nb 没有那个设备或地址\n"
+    out = english(text)
+    assert out.count("\n") == text.count("\n")
+    assert "port 22: Connection refused" in out
+    assert "No such device or address" in out  # the longer phrase first, not "No such device"
+    ascii_text = "Connection refused\n" * 3
+    assert english(ascii_text) is ascii_text
