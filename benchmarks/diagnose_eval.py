@@ -80,6 +80,20 @@ def matrix(rows) -> None:
             f"{grid[want][c] or '.':>7}" for c in cats))
 
 
+def calibration(rows) -> None:
+    """Whether the top answer's confidence means what it says: per band of confidence, how
+    often the top category was right (held-out logs with a category answer)."""
+    bands = [(0.0, 0.4), (0.4, 0.6), (0.6, 0.8), (0.8, 1.01)]
+    print("calibration (top answer's confidence: how often it was right)")
+    for lo, hi in bands:
+        got = [(want, report.findings[0]) for want, cats, report in rows
+               if cats and cats[0] != "unknown" and lo <= report.findings[0].confidence < hi]
+        right = sum(1 for want, f in got if f.category == want)
+        mean = sum(f.confidence for _w, f in got) / len(got) if got else 0
+        print(f"  {lo:.1f}-{min(hi, 1.0):.1f}  n={len(got):3}  mean confidence {mean:.2f}  "
+              f"right {pct(right, len(got)):>12}")
+
+
 def per_category(rows) -> None:
     print("per category: precision (of top answers) / recall (of true logs)")
     true = Counter(w for w, _, _ in rows)
@@ -124,6 +138,7 @@ def main() -> None:
     print(f"healthy logs: {healthy}, with a finding: {len(healthy_findings)} "
           f"{healthy_findings[:5] if healthy_findings else ''}")
     per_category(held)
+    calibration(held)
     matrix(held)
     fallback_figures(cases)
     missed_lines = catalogue_figures()
