@@ -135,8 +135,10 @@ def main() -> None:
     print(f"{'all held-out':38} n={n:3}  top-1 {pct(top1, n):>12}  top-3 {pct(top3, n):>12}  "
           f"non-empty {pct(nonempty, n):>12}")
     healthy = sum(1 for c in cases if c.split == "healthy")
+    caused = [(name, cats) for name, cats in healthy_findings if cats != ["unknown"]]
     print(f"healthy logs: {healthy}, with a finding: {len(healthy_findings)} "
-          f"{healthy_findings[:5] if healthy_findings else ''}")
+          f"(a cause: {len(caused)}, only `unknown` with its lines: "
+          f"{len(healthy_findings) - len(caused)}) {healthy_findings[:5] if healthy_findings else ''}")
     per_category(held)
     calibration(held)
     matrix(held)

@@ -413,11 +413,23 @@ def test_the_gate_never_changes_an_answer():
         assert fast.decisive == full.decisive, case.path.name
 
 
+# Healthy logs that hold an error line of their own: `unknown` with its lines, never a cause.
+HEALTHY_WITH_AN_ERROR_LINE = {
+    # the user's own smoke test prints "❌ fi_info check failed: ... exit status 127" (a tool
+    # that is not on the node); RCCL then falls back to sockets and works
+    "web-lumi-rccl-2.20.5-smoke-plugin-missing.log",
+}
+
+
 def test_healthy_logs_yield_nothing():
     healthy = [c for c in load_corpus() if c.split == "healthy"]
-    assert len(healthy) >= 5
+    assert len(healthy) >= 100
     for case in healthy:
-        assert diagnose_report(case.text.splitlines()).findings == [], case.path.name
+        found = [f.category for f in diagnose_report(case.text.splitlines()).findings]
+        if case.path.name in HEALTHY_WITH_AN_ERROR_LINE:
+            assert found == ["unknown"], case.path.name
+        else:
+            assert found == [], (case.path.name, found)
 
 
 def test_run_directory_names_the_first_rank_and_host(tmp_path):

@@ -49,9 +49,9 @@ ERRORISH = re.compile(
     r"\btimeout\b(?!['\"]?\s*[=:]\s*['\"]?\d|\s*=|\()|exit(?:ed)?(?: with)?(?: status| code):? ?-?[1-9]|"
     r"exitcode\s*:\s*-?[1-9])")
 # Lines that show an error word yet are routine: glog info/warning lines, Python warnings,
-# deprecations, NCCL's INFO chatter, summaries that count zero errors.
+# deprecations, NCCL's INFO chatter, summaries that count zero errors, nccl-tests' table header.
 ROUTINE = re.compile(r"^\[?[IW]\d{4} |(?i:warning|deprecat|will be removed|\b0 errors?\b|"
-                     r"no errors?|errors?: 0|#\s*wrong|error_file: <N/A>|help message|"
+                     r"no errors?|errors?: 0|#\s*wrong|algbw\s+busbw|error_file: <N/A>|help message|"
                      r"help / error messages|libibverbs|libnccl-net|NET/Plugin|"
                      r"could not find a path for pattern|nvmlwrap\.cc|may affect performance)|"
                      r"NCCL INFO|\bINFO\b")
@@ -63,7 +63,8 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
                  # NCCL's NVML queries that a container or a Jetson cannot answer: it goes on
                  "nvmlwrap.cc", "may affect performance")
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b")
-ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong")
+# (nccl-tests' table header: older releases name the check column "error", not "#wrong")
+ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw")
 
 
 def routine(text: str) -> bool:
