@@ -40,3 +40,11 @@ def test_only_non_ascii_text_is_touched_and_lines_stay_lines():
     assert "No such device or address" in out  # the longer phrase first, not "No such device"
     ascii_text = "Connection refused\n" * 3
     assert english(ascii_text) is ascii_text
+
+
+def test_the_evidence_shows_the_line_as_it_was_printed():
+    lines = ["step 1", "ssh: connect to host node2 port 22: 拒绝连接"]
+    report = diagnose_report(lines)
+    assert report.findings[0].category == "ssh_failure"
+    assert report.findings[0].evidence["text"] == lines[1]
+    assert lines[1] in [d["text"] for d in report.decisive]

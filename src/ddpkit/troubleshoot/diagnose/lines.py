@@ -57,6 +57,11 @@ class Line:
     where: str  # "node1:3", "rank 3", "" when unknown
     source: str = ""  # the file it came from, in a run directory
     time: float | None = None  # seconds, comparable between lines of the same log format
+    shown: str = ""  # the text as the log printed it, where `english` changed a phrase
+
+    def display(self) -> str:
+        """What to show a person: the line as printed (拒绝连接, not Connection refused)."""
+        return self.shown or self.text
 
     def place(self) -> str:
         at = f"{self.source}:{self.number}" if self.source else f"line {self.number}"

@@ -81,7 +81,7 @@ class Report:
 
 
 def _line_dict(line: Line) -> dict:
-    out = {"line": line.number, "text": line.text.strip()[:300]}
+    out = {"line": line.number, "text": line.display().strip()[:300]}
     if line.where:
         out["where"] = line.where
     if line.source:
@@ -106,7 +106,7 @@ def _values(group: str, hits: list[Hit]) -> list[str]:
 
 def _evidence(sig: Signature, hits: list[Hit], scan: Scanner) -> dict:
     first = min(hits, key=lambda h: (h.line.time is None, h.line.time or 0, h.line.number)).line
-    found: dict = {"line": first.number, "text": first.text.strip()[:300]}
+    found: dict = {"line": first.number, "text": first.display().strip()[:300]}
     if first.where:
         found["where"] = first.where
     if first.source:
@@ -173,7 +173,7 @@ def _script_finding(exc: PyException, conf: float, echoes: bool, same: int) -> F
         fix = (_('The script path does not exist where the rank started: give the launcher a path that exists on every node, relative to the working directory there (or absolute), e.g. `ddpkit launch -H ... path/to/train.py` run from the project directory.'))
     elif exc.short_type in ("ModuleNotFoundError", "ImportError"):
         fix = (_('Install the missing module in the Python environment the ranks run with (on every node: `ddpkit launch --python /path/to/venv/bin/python` picks it), or remove the import.'))
-    evidence = {"line": exc.line.number, "text": exc.line.text.strip()[:300],
+    evidence = {"line": exc.line.number, "text": exc.line.display().strip()[:300],
                 "exception": exc.short_type, "message": exc.message.strip()[:200]}
     if exc.line.where:
         evidence["where"] = exc.line.where

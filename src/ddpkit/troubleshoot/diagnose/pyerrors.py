@@ -223,7 +223,7 @@ class Decisive:
                 return
             seen.add((line.source, line.number))
             out.append({"line": line.number, "where": line.where, "source": line.source,
-                        "text": line.text.strip()[:300], "why": why})
+                        "text": line.display().strip()[:300], "why": why})
 
         for ln in self.commands[:2]:
             add(ln, "command")

@@ -5,6 +5,7 @@ needs (the gate), so a 50 MB log takes seconds, not minutes."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections import deque
@@ -95,9 +96,15 @@ class Scanner:
         self.model_lines: list[Line] = []
         self.lines = 0
         self._finished = False
+        # (source, where, number) -> the line as printed, where `english` changed it (shown)
+        self.originals: dict[tuple[str, str, int], str] = {}
 
     def feed(self, raw: str, number: int, source: str = "", where: str = "") -> None:
         line = normalise(raw, number, source, where)
+        if self.originals:
+            printed = self.originals.get((source, where, number))
+            if printed is not None:
+                line = dataclasses.replace(line, shown=normalise(printed, number).text)
         text = line.text
         if not text or text.isspace():
             return
@@ -201,7 +208,12 @@ class Scanner:
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
+        printed = text
         text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
+        if text is not printed:
+            for i, (was, now) in enumerate(zip(printed.split("\n"), text.split("\n"))):
+                if was != now and len(self.originals) < 10_000:
+                    self.originals[(source, where, number + i)] = was
         if self.gate and len(text) > 1000 * (text.count("\n") + 1):
             # Long lines (a stream is not cut like feed_all's lines): nothing past MAX_LINE
             # characters of a line is ever read, so none of it picks lines either.
