@@ -46,8 +46,9 @@ def train_repos(cases) -> set[str]:
     return repos
 
 
-def answer(case):
-    report = diagnose_report(case.text.splitlines())
+def answer(case, hung: bool | None = None):
+    """`hung`: as the user would run it (--hung where the thread says the run hung)."""
+    report = diagnose_report(case.text.splitlines(), hung=case.hung if hung is None else hung)
     cats = [f.category for f in report.findings]
     return report, cats
 
@@ -113,12 +114,17 @@ def main() -> None:
     groups = defaultdict(list)
     misses = []
     healthy_findings = []
+    hangs: dict[str, list] = {"with": [], "without": []}  # held-out logs of runs that hung
     for case in cases:
         report, cats = answer(case)
         if case.split == "healthy":
             if report.findings:
                 healthy_findings.append((case.path.name, cats))
             continue
+        if case.hung and case.split != "train":
+            hangs["with"].append((case.category, cats, report))
+            bare, bare_cats = answer(case, hung=False)
+            hangs["without"].append((case.category, bare_cats, bare))
         split = case.split
         if split != "train" and case.repo in trained:
             split += " (repository also in train)"
@@ -134,6 +140,14 @@ def main() -> None:
     n, top1, top3, nonempty = score(held)
     print(f"{'all held-out':38} n={n:3}  top-1 {pct(top1, n):>12}  top-3 {pct(top3, n):>12}  "
           f"non-empty {pct(nonempty, n):>12}")
+    for how, label in (("with", "hung runs, read with --hung"), ("without", "the same, without")):
+        n, top1, top3, nonempty = score(hangs[how])
+        print(f"  {label:36} n={n:3}  top-1 {pct(top1, n):>12}  top-3 {pct(top3, n):>12}  "
+              f"non-empty {pct(nonempty, n):>12}")
+    bare = [r for r in held if r[2].hung is False] + hangs["without"]
+    n, top1, top3, _unused = score(bare)
+    print(f"{'all held-out, nobody passing --hung':38} n={n:3}  top-1 {pct(top1, n):>12}  "
+          f"top-3 {pct(top3, n):>12}")
     healthy = sum(1 for c in cases if c.split == "healthy")
     caused = [(name, cats) for name, cats in healthy_findings if cats != ["unknown"]]
     print(f"healthy logs: {healthy}, with a finding: {len(healthy_findings)} "

@@ -197,7 +197,7 @@ SCENARIOS = [
 
 # ---- the corpus of real logs, for tests/unit/test_diagnose.py and benchmarks/diagnose_eval.py
 DIAG = ROOT / "tests" / "fixtures" / "diagnose"
-HEADER_KEYS = ("source", "category", "note", "made", "expect")
+HEADER_KEYS = ("source", "category", "note", "made", "expect", "hung")
 # Which folder plays which part (frozen): the signatures were written from "train"; "heldout"
 # was gathered after the first knowledge base (its misses were then looked at); "unseen" was
 # gathered from other repositories after the rules of issue 12 were written and measured once
@@ -218,6 +218,10 @@ class LogCase:
     category: str  # "none" for a healthy log
     source: str
     text: str  # the log itself, without the header lines
+    # "# hung: yes": the thread says the run hung (its note says hang, stall, freeze, stuck or
+    # deadlock; set by that rule alone, whatever the category): what the user knew and would
+    # tell `ddpkit diagnose --hung`
+    hung: bool = False
 
     @property
     def repo(self) -> str:
@@ -247,7 +251,8 @@ def load_corpus() -> list[LogCase]:
             if "success" in path.name or split == "healthy":
                 category = "none"
             cases.append(LogCase(path, "healthy" if category == "none" else split, category,
-                                 header(text, "source") or header(text, "made"), body(text)))
+                                 header(text, "source") or header(text, "made"), body(text),
+                                 header(text, "hung") == "yes"))
     return cases
 
 

@@ -54,6 +54,14 @@ def test_hung_collective_gets_flight_recorder_dumps_in_the_record(tmp_path):
     assert (run / "fr_trace.txt").is_file()  # torch's analyser ran (its verdict is its own)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["stacks"]["flight_recorder"]["stragglers"] == ["rank 1 (localhost)"]
+    # the run record ended "hung": diagnose reads it as a hang and names the straggler first
+    done = subprocess.run([sys.executable, "-m", "ddpkit", "diagnose", str(run), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["hung"] is True, done.stdout
+    top = report["findings"][0]
+    assert top["id"] == "hang-stacks-straggler" and top["category"] == "nccl_timeout_or_desync"
+    assert top["evidence"]["stragglers"] == ["rank 1 (localhost)"], top
 
 
 def test_desync_is_named_with_flight_recorder_evidence(tmp_path):

@@ -5,7 +5,7 @@ import argparse
 import re
 
 from ddpkit.cli.main import COMMANDS, build_parser
-from ddpkit.troubleshoot.diagnose.kb import signatures
+from ddpkit.troubleshoot.diagnose.kb import hang_causes, signatures
 
 SPAN = re.compile(r"`([^`]*\bddpkit [^`]*)`")
 
@@ -22,11 +22,11 @@ def _options(parser: argparse.ArgumentParser) -> tuple[set[str], dict]:
 def test_fixes_name_only_real_ddpkit_commands_and_options():
     known = {}
     checked = 0
-    for sig in signatures():
+    for sig in list(signatures()) + list(hang_causes()):  # a cause of hangs has a fix too
         for span in SPAN.findall(sig.fix + " " + sig.explanation):
             for cmd in re.findall(r"\bddpkit ([a-z]+)((?: [^;|&]*)?)", span):
                 name, rest = cmd
-                assert name in COMMANDS, (sig.id, span)
+                assert name in COMMANDS, (sig.title, span)
                 if name not in known:
                     known[name] = _options(build_parser(name)[0])
                 opts, subs = known[name]
@@ -37,6 +37,6 @@ def test_fixes_name_only_real_ddpkit_commands_and_options():
                     if word == "--" or word.endswith((".py", ".sh")):
                         break  # the script's own arguments follow
                     if word.startswith("--"):
-                        assert word.split("=")[0] in opts, (sig.id, span, word)
+                        assert word.split("=")[0] in opts, (sig.title, span, word)
                 checked += 1
     assert checked > 50

@@ -16,21 +16,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=_("the log of the failed run, a run directory (launch --log-dir: every rank's log), or '-' for standard input"))
     parser.add_argument("--last", action="store_true",
                         help=_("the latest launch's run record (see 'ddpkit runs')"))
+    parser.add_argument("--hung", action="store_true",
+                        help=_("the run hung (no error): rank the causes of a hang by what the log says about the run (one node or several, how its GPUs talk)"))
     parser.add_argument("--top", type=int, default=3, metavar="N",
                         help=_('how many findings to show (default 3)'))
 
 
-def report_for(path: str):
+def report_for(path: str, hung: bool = False):
     """The diagnosis of a log file, of standard input ('-') or of a run directory, streamed."""
     from ddpkit.troubleshoot.diagnose.rundir import diagnose_dir, diagnose_stream
 
     if path == "-":
-        return diagnose_stream(sys.stdin.buffer)
+        return diagnose_stream(sys.stdin.buffer, hung=hung)
     try:
         if os.path.isdir(path):
-            return diagnose_dir(Path(path))
+            return diagnose_dir(Path(path), hung=hung)
         with open(path, "rb") as f:
-            return diagnose_stream(f)
+            return diagnose_stream(f, hung=hung)
     except OSError as exc:
         raise UsageError(_('cannot read {path}: {strerror}').format(path=path, strerror=exc.strerror),
                          _("give a log file, a run directory (launch --log-dir), or '-' for standard input")) from None
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.log is None:
         raise UsageError(_('no log given'), _("ddpkit diagnose FILE, '-' for stdin, or --last"))
 
-    report = report_for(args.log)
+    report = report_for(args.log, hung=args.hung)
     if args.json:
         from ddpkit.render import print_json
 
@@ -63,22 +65,39 @@ def show(report, out=None, top: int = 3) -> None:
         if report.decisive:
             out.write(_('if the run hung or was killed without a message, these were its last lines:\n'))
             _decisive(report, out)
+        if report.if_hung:
+            out.write(_('if the run hung, its likely causes by what this log says about the run '
+                        '(`--hung` makes them the diagnosis):\n'))
+            for i, f in enumerate(report.if_hung, 1):
+                out.write(_("  {i}. [{category}] {title} (confidence {confidence:.2f})").format(
+                    i=i, category=f.category, title=f.title, confidence=f.confidence) + "\n")
+                for fact in f.evidence.get("facts", [])[:3]:
+                    out.write(_("       because: {fact}").format(fact=fact) + "\n")
+                out.write(_("       fix: {fix}").format(fix=f.fix) + "\n")
         return
+    if report.hung:
+        out.write(_('the run hung: its likely causes by what this log says about the run\n'))
     if not findings:
         out.write(_('unknown: no known cause in this log; the decisive lines and the next checks follow (category: unknown)\n'))
     for i, f in enumerate(findings, 1):
         out.write(_("{i}. [{category}] {title} (confidence {confidence:.2f})").format(
             i=i, category=f.category, title=f.title, confidence=f.confidence) + "\n")
         ev = dict(f.evidence)
-        out.write(_("   evidence: {place}: {text}").format(place=_place(ev), text=ev.pop("text"))
-                  + "\n")
+        if ev.get("basis") == "prior":  # a cause of hangs no line of the log points at
+            out.write(_("   no line points here; the log stops at {place}: {text}").format(
+                place=_place(ev), text=ev.pop("text")) + "\n")
+        else:
+            out.write(_("   evidence: {place}: {text}").format(place=_place(ev),
+                                                            text=ev.pop("text")) + "\n")
         extra = ", ".join(f"{k}={v}" for k, v in ev.items()
-                          if k not in ("seen_on", "supporting", "decisive_lines"))
+                          if k not in ("seen_on", "supporting", "decisive_lines", "facts", "basis"))
         if extra:
             out.write(f"             {extra}\n")
         for sup in ev.get("supporting", [])[1:4]:
             out.write(_("             and {place}: {text}").format(
                 place=_place(dict(sup)), text=sup["text"][:160]) + "\n")
+        for fact in ev.get("facts", [])[:3]:
+            out.write(_("   because: {fact}").format(fact=fact) + "\n")
         if "seen_on" in ev:
             out.write(_('             also on: {ev}\n').format(ev=', '.join(ev['seen_on'])))
         out.write(_('   why: {explanation}\n   fix: {fix}\n').format(explanation=f.explanation, fix=f.fix))

@@ -25,8 +25,10 @@ CATEGORIES = (
 ALL_CATEGORIES = CATEGORIES + ("script_error", "unknown")
 # cause: names the root cause; symptom: what a cause elsewhere leads to (watchdog timeouts);
 # fact: circumstantial (a topology matrix, a test that stopped after its header);
-# echo: says only that something failed (torchrun's summary): never a hypothesis of its own.
-KINDS = ("cause", "symptom", "fact", "echo")
+# echo: says only that something failed (torchrun's summary): never a hypothesis of its own;
+# hang: the shape of a run (one node or several, how its GPUs talk), weighed only when the run
+# hung (signatures-hang.toml, hung.py).
+KINDS = ("cause", "symptom", "fact", "echo", "hang")
 # Words on most lines of a healthy NCCL_DEBUG=INFO / torchrun log: poor gates.
 COMMON_WORDS = frozenset("""nccl info rank using with from the and for torch cuda device
 process processgroupnccl connected environment variable complete init channel via comm ring
@@ -102,6 +104,41 @@ def signatures() -> tuple[Signature, ...]:
     entries = [raw for f in files
                for raw in tomllib.loads(f.read_text(encoding="utf-8")).get("signature", [])]
     return parse({"signature": entries})
+
+
+@dataclass(frozen=True)
+class HangCause:
+    """A cause of hangs (signatures-hang.toml): its prior, and the hang facts of other
+    categories that make it likelier (w > 0) or less likely (w < 0: a factor 1 + w)."""
+    category: str
+    prior: float
+    title: str
+    explanation: str
+    fix: str
+    source: str
+    with_: tuple[tuple[str, float], ...] = ()
+
+
+def parse_hang_causes(raws: list, ids: set[str]) -> tuple[HangCause, ...]:
+    out = []
+    for raw in raws:
+        cat = raw.get("category")
+        if cat not in CATEGORIES or any(not raw.get(k) for k in ("title", "fix", "source")):
+            raise KnowledgeBaseError(f"hang_cause {cat}: unknown category or missing text")
+        unknown = set(raw.get("with", {})) - ids
+        if unknown:
+            raise KnowledgeBaseError(f"hang_cause {cat}: no signature {sorted(unknown)}")
+        out.append(HangCause(cat, float(raw["prior"]), raw["title"], raw["explanation"],
+                             raw["fix"], raw["source"],
+                             tuple((k, float(w)) for k, w in raw.get("with", {}).items())))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def hang_causes() -> tuple[HangCause, ...]:
+    f = resources.files(__package__) / "signatures-hang.toml"
+    raws = tomllib.loads(f.read_text(encoding="utf-8")).get("hang_cause", [])
+    return parse_hang_causes(raws, {s.id for s in signatures() if s.kind == "hang"})
 
 
 # ---- anchors: a word every matching line contains -------------------------------------------

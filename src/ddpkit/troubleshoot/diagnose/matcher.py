@@ -66,6 +66,8 @@ class Report:
     next_checks: tuple[str, ...] = ()
     failed: bool = False  # the log shows an error at all
     first_failure: dict = field(default_factory=dict)
+    hung: bool = False  # known to have hung: the causes of a hang are findings
+    if_hung: list[Finding] = field(default_factory=list)  # a log with no error: if it hung
 
     @property
     def category(self) -> str:
@@ -76,7 +78,10 @@ class Report:
         # Never an empty answer: with no error in the log, its last lines and the checks for a
         # silent failure (category "none", no finding).
         out.update(category=self.category, first_failure=self.first_failure,
-                   decisive_lines=self.decisive, next_checks=list(self.next_checks))
+                   decisive_lines=self.decisive, next_checks=list(self.next_checks),
+                   hung=self.hung)
+        if self.if_hung:
+            out["if_hung"] = [f.to_dict() for f in self.if_hung]
         return out
 
 
@@ -189,7 +194,7 @@ def _script_finding(exc: PyException, conf: float, echoes: bool, same: int) -> F
 def _hypotheses(scan: Scanner, sigs: tuple[Signature, ...]) -> list[Hypothesis]:
     by_cat: dict[str, Hypothesis] = {}
     for sig in sigs:
-        if sig.kind == "echo":
+        if sig.kind in ("echo", "hang"):  # hang facts weigh only in a hang (hung.py)
             continue
         hits = _matched(sig, scan)
         if hits:
@@ -199,7 +204,12 @@ def _hypotheses(scan: Scanner, sigs: tuple[Signature, ...]) -> list[Hypothesis]:
     return list(by_cat.values())
 
 
-def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int = 3) -> Report:
+def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int = 3,
+            hung: bool = False, stacks: dict | None = None) -> Report:
+    """`hung`: the run is known to have hung (the user says so, or its run record does);
+    `stacks`: where every rank was then (a run record's summary)."""
+    from ddpkit.troubleshoot.diagnose.hung import hang_findings
+
     sigs = sigs or signatures()
     scan.finish()
     hyps = _hypotheses(scan, sigs)
@@ -239,10 +249,19 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     # A traceback frame is a failure even when the excerpt lost the exception line.
     failed = bool(findings) or scan.decisive.errors > 0 or bool(scan.tracebacks.exceptions) \
         or scan.tracebacks.saw_frames
-    report = Report(findings, scan.decisive.lines(), NEXT_CHECKS if failed else SILENT_CHECKS,
-                    failed,
-                    first_failure(scan, findings))
-    if failed and not findings:
+    # A collective that timed out with no cause in sight is a hang that was cut short: the
+    # causes of a hang follow the timeout (the timeout says that it hung, not why).
+    timed_out = bool(findings) and not any(c for c, _unused, _unused in scored) and any(
+        f.category == "nccl_timeout_or_desync" for f in findings)
+    hang = hang_findings(scan, sigs, top, stacks) if (hung or timed_out or not failed) else []
+    if hung or timed_out:
+        present = {f.category for f in findings}
+        findings = (findings + [f for f in hang if f.category not in present])[:top]
+    report = Report(findings, scan.decisive.lines(),
+                    NEXT_CHECKS if failed else SILENT_CHECKS, failed or hung,
+                    first_failure(scan, findings), hung=hung,
+                    if_hung=[] if (failed or hung) else hang)
+    if report.failed and not findings:
         report.findings = statistical_findings(scan) + [unknown_finding(report)]
     return report
 
@@ -320,11 +339,11 @@ def unknown_finding(report: Report) -> Finding:
 
 
 def diagnose_report(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None,
-                    gate: bool = True) -> Report:
+                    gate: bool = True, hung: bool = False) -> Report:
     sigs = sigs or signatures()
     scan = Scanner(sigs, gate=gate)
     scan.feed_all(raw_lines)
-    return analyse(scan, sigs)
+    return analyse(scan, sigs, hung=hung)
 
 
 def diagnose(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None) -> list[Finding]:

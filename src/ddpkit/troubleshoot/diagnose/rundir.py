@@ -38,22 +38,38 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
-def diagnose_stream(f: IO[bytes], source: str = "") -> Report:
+def diagnose_stream(f: IO[bytes], source: str = "", hung: bool = False) -> Report:
     sigs = signatures()
     scan = Scanner(sigs)
     feed_stream(scan, f, source=source)
-    return analyse(scan, sigs)
+    return analyse(scan, sigs, hung=hung)
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def record_state(directory: Path) -> str:
+    """How the run ended by its record ("hung": launch --hang-timeout stopped it), or ""."""
+    return str(_json(directory / "record.json").get("state", ""))
+
+
+def record_stacks(directory: Path) -> dict | None:
+    """Where every rank was when the launch found the run silent (summary.json), or None."""
+    stacks = _json(directory / "summary.json").get("stacks")
+    return stacks if isinstance(stacks, dict) else None
 
 
 def rank_hosts(directory: Path) -> dict[str, str]:
     """rank -> host from the run record's summary, where there is one."""
     out: dict[str, str] = {}
     for name in ("summary.json", "record.json"):
-        try:
-            data = json.loads((directory / name).read_text())
-        except (OSError, ValueError):
-            continue
-        for node in data.get("nodes", []) if isinstance(data, dict) else []:
+        data = _json(directory / name)
+        for node in data.get("nodes", []):
             for rank in node.get("ranks", []) if isinstance(node, dict) else []:
                 out.setdefault(str(rank), str(node.get("host", "")))
     return out
@@ -67,7 +83,7 @@ def log_files(directory: Path) -> list[Path]:
                                         if RANK_LOG.match(p.name) else 0, p.name))
 
 
-def diagnose_dir(directory: Path) -> Report:
+def diagnose_dir(directory: Path, hung: bool = False) -> Report:
     files = log_files(directory)
     hosts = rank_hosts(directory)
     sigs = signatures()
@@ -81,6 +97,7 @@ def diagnose_dir(directory: Path) -> Report:
             where = path.stem
         with open(path, "rb") as f:
             feed_stream(scan, f, source=path.name, where=where)
-    report = analyse(scan, sigs)
+    report = analyse(scan, sigs, hung=hung or record_state(directory) == "hung",
+                     stacks=record_stacks(directory))
     report.first_failure["files"] = len(files)
     return report

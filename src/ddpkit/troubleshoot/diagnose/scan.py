@@ -21,6 +21,7 @@ CHUNK_CHARS = 2_000_000
 FIRST_LINES = 60  # read one by one: the command that was run is there
 TAIL_LINES = 40  # kept per source: the last lines before a silence
 MODEL_LINES = 400  # lines kept for the statistical fallback
+ONCE_CAP = 64  # lines per chunk picked for a word whose regexes need one hit only
 # Marks of lines the Python-exception and decisive-line readers need, besides error words.
 MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "killed", "abort",
          "denied", "refused", "timed out", "timeout",
@@ -54,7 +55,8 @@ class Scanner:
                     index[rx.pattern] = len(self.regexes)
                     self.regexes.append(rx)
                 fallback.setdefault(index[rx.pattern], set()).update(sig.anchors)
-            pattern_of.update(index[rx.pattern] for rx in sig.patterns)
+            if sig.kind != "hang" or sig.differ:  # a hang fact needs its first line only
+                pattern_of.update(index[rx.pattern] for rx in sig.patterns)
         self.index = index
         # A regex that is no signature's pattern (only requires/excludes/evidence) needs only
         # its first hit; a pattern's later hits add the places (ranks) it was seen on, up to 64.
@@ -255,12 +257,16 @@ class Scanner:
         spans: dict[int, int] = {}  # start -> end of each line to read, in text
         size = len(low)
         for word in _trigger(frozenset(present)):
+            # A word only regexes that need one hit gate on ("p2p": the hang facts) picks its
+            # first ONCE_CAP lines of a chunk, not the thousand channel lines of a healthy log.
+            left = ONCE_CAP if self._once_only(word, present) else -1
             at = low.find(word)
-            while at >= 0:
+            while at >= 0 and left != 0:
                 start = low.rfind("\n", 0, at) + 1
                 end = low.find("\n", at)
                 end = size if end < 0 else end
                 spans[start] = end
+                left -= 1
                 at = low.find(word, end + 1) if end < size else -1
         picked: dict[int, tuple[int, int]] = {}  # line number -> (start, end) in text
         counted, at = 0, number
@@ -286,6 +292,12 @@ class Scanner:
             start, end = picked[at]
             self.feed(text[start:end], at, source, where)
         return self._keep_tail(text, number, source, where)
+
+    def _once_only(self, word: str, present: list[str]) -> bool:
+        """Whether every regex a line holding `word` is read for needs only its first hit (a
+        mark or an anchor of its own, which picks lines for other readers, does not)."""
+        regexes = [self.by_word.get(p) for p in present if word in p]
+        return all(rxs is not None and all(self.once[i] for i in rxs) for rxs in regexes)
 
     def _keep_tail(self, text: str, number: int, source: str, where: str) -> int:
         last = number + text.count("\n")

@@ -1,0 +1,157 @@
+"""A run that hung prints no error: diagnose ranks the causes of a hang by the run's shape (one
+node whose GPUs copy peer to peer, several nodes, one GPU), as the diagnosis with --hung or a
+run record that ended "hung", and as "if the run hung" otherwise (never a finding then: a
+healthy excerpt looks the same)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ddpkit.troubleshoot.diagnose.kb import KnowledgeBaseError, parse_hang_causes
+from ddpkit.troubleshoot.diagnose.matcher import diagnose_report
+from ddpkit.troubleshoot.diagnose.rundir import diagnose_dir
+from tests.conftest import ddpkit
+
+# nccl-tests on two GPUs of one box, stopped after NCCL's start-up (the shape of NVIDIA/nccl#1320)
+ONE_NODE = """\
+$ ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 2
+# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid    149 on     box207 device  0 [0x56] NVIDIA RTX A6000
+#  Rank  1 Group  0 Pid    149 on     box207 device  1 [0x57] NVIDIA RTX A6000
+box207:149:149 [0] NCCL INFO Bootstrap : Using eno1:10.0.0.7<0>
+NCCL version 2.21.5+cuda12.4
+box207:149:157 [0] NCCL INFO Channel 00/02 :    0   1
+box207:149:157 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+box207:149:158 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read
+box207:149:157 [0] NCCL INFO Connected all rings
+"""
+# Horovod over Open MPI on three hosts, no output at all (the shape of horovod#106)
+THREE_HOSTS = """\
+mpirun -np 3 \\
+    -H ml-208,ml-209,ml-210 \\
+    -bind-to none -map-by slot \\
+    python tensorflow_word2vec.py
+"""
+ONE_GPU = """\
+$ ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 1
+# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20
+#
+# Using devices
+#  Rank  0 Group  0 Pid  69438 on box device  0 [0x01] NVIDIA RTX A6000
+box:69438:69438 [0] NCCL INFO Bootstrap : Using enp3s0f0:10.50.56.33<0>
+box:69438:69444 [0] NCCL INFO NET/Socket : Using [0]enp3s0f0:10.50.56.33<0> [1]br-50a6a39f12ff:172.18.0.1<0>
+"""
+WATCHDOG = ("[rank0]:[E1130 12:40:00.1 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.")
+
+
+def cats(findings) -> list[str]:
+    return [f.category for f in findings]
+
+
+def test_a_log_without_error_has_no_finding_but_ranks_what_a_hang_would_be():
+    report = diagnose_report(ONE_NODE.splitlines())
+    assert report.findings == [] and report.category == "none" and not report.failed
+    top = report.if_hung[0]
+    assert top.category == "p2p_acs_iommu" and top.kind == "hang"
+    # the lines behind it: the two-GPU command and the PCIe workstation GPUs
+    texts = [s["text"] for s in top.evidence["supporting"]]
+    assert any("-g 2" in t for t in texts) and any("RTX A6000" in t for t in texts), texts
+    out = report.to_dict()
+    assert out["category"] == "none" and out["findings"] == [] and out["hung"] is False
+    assert out["if_hung"][0]["category"] == "p2p_acs_iommu"
+
+
+def test_hung_makes_the_causes_of_a_hang_the_diagnosis():
+    report = diagnose_report(ONE_NODE.splitlines(), hung=True)
+    assert report.failed and report.hung and report.if_hung == []
+    assert cats(report.findings)[0] == "p2p_acs_iommu"
+    assert "NCCL_P2P_DISABLE=1" in report.findings[0].fix
+    assert len(report.findings) == 3 and "nccl_timeout_or_desync" in cats(report.findings)
+    assert report.to_dict()["category"] == "p2p_acs_iommu"
+
+
+@pytest.mark.parametrize("log, first, never_first", [
+    (ONE_NODE, "p2p_acs_iommu", "port_in_use_or_firewall"),
+    # several hosts: the interface and the firewall between them, not P2P
+    (THREE_HOSTS, "nccl_interface_selection", "p2p_acs_iommu"),
+    # one GPU, one rank: no peer and no other node; NCCL's own local sockets
+    (ONE_GPU, "port_in_use_or_firewall", "p2p_acs_iommu"),
+    # nothing about the run's shape: P2P, the commonest cause of the hangs users report
+    ("loading data\nepoch 0 step 0\n", "p2p_acs_iommu", "port_in_use_or_firewall"),
+    # Gloo on CPU tensors: no GPU to copy between; a rank that did not reach the collective
+    ("dist.init_process_group(backend='gloo')\nepoch 0 step 0\n", "nccl_timeout_or_desync",
+     "p2p_acs_iommu"),
+])
+def test_the_shape_of_the_run_orders_the_causes(log, first, never_first):
+    found = cats(diagnose_report(log.splitlines(), hung=True).findings)
+    assert found[0] == first and never_first != found[0], found
+
+
+def test_several_hosts_rank_the_firewall_second_and_p2p_out():
+    found = cats(diagnose_report(THREE_HOSTS.splitlines(), hung=True).findings)
+    assert found[:2] == ["nccl_interface_selection", "port_in_use_or_firewall"], found
+    assert "p2p_acs_iommu" not in found
+
+
+def test_a_watchdog_timeout_is_a_hang_cut_short_the_shape_follows_it():
+    """No --hung: the timeout itself says the run hung; it stays first (it is what was seen),
+    the causes of a hang on this shape follow it."""
+    found = cats(diagnose_report((ONE_NODE + WATCHDOG + "\n").splitlines()).findings)
+    assert found[:2] == ["nccl_timeout_or_desync", "p2p_acs_iommu"], found
+
+
+def test_a_cause_in_the_log_stays_first_when_the_run_hung():
+    log = ONE_NODE + ('Traceback (most recent call last):\n  File "/w/train.py", line 57, in '
+                      "<module>\n    x = batch['image']\nKeyError: 'image'\n")
+    found = diagnose_report(log.splitlines(), hung=True).findings
+    assert found[0].category == "script_error" and found[1].kind == "hang", cats(found)
+
+
+def test_a_run_record_that_ended_hung_is_read_as_a_hang(tmp_path):
+    (tmp_path / "record.json").write_text(json.dumps({"state": "hung"}))
+    (tmp_path / "rank0.log").write_text(ONE_NODE)
+    report = diagnose_dir(tmp_path)
+    assert report.hung and cats(report.findings)[0] == "p2p_acs_iommu"
+    # where the launch saw every rank: the straggler outweighs the log's shape
+    (tmp_path / "summary.json").write_text(json.dumps({"stacks": {
+        "verdict": "straggler: rank 1 (node0); rank 0 waits in all_reduce at train.py:40",
+        "stragglers": ["rank 1 (node0)"], "rendezvous": "", "groups": []}}))
+    top = diagnose_dir(tmp_path).findings[0]
+    assert top.id == "hang-stacks-straggler" and "rank 1 (node0)" in top.title
+    # every rank in the same collective, none behind: not a desync, the transport
+    (tmp_path / "summary.json").write_text(json.dumps({"stacks": {
+        "verdict": "every rank waits in all_reduce", "stragglers": [], "rendezvous": "",
+        "groups": [{"ranks": [0, 1], "place": {"kind": "collective"}}]}}))
+    found = cats(diagnose_dir(tmp_path).findings)
+    assert found[0] == "p2p_acs_iommu" and "nccl_timeout_or_desync" not in found, found
+
+
+def test_the_cli_says_if_it_hung_and_with_hung_says_it_did(tmp_path):
+    log = tmp_path / "hang.log"
+    log.write_text(ONE_NODE)
+    plain = ddpkit("diagnose", str(log))
+    assert plain.returncode == 1 and "category: none" in plain.stdout
+    assert "if the run hung" in plain.stdout and "[p2p_acs_iommu]" in plain.stdout
+    assert "because: the GPUs of one node talk directly" in plain.stdout
+    told = ddpkit("diagnose", "--hung", str(log))
+    assert told.returncode == 0 and told.stdout.startswith("the run hung:")
+    assert "1. [p2p_acs_iommu]" in told.stdout and "because:" in told.stdout
+    report = json.loads(ddpkit("diagnose", "--hung", "--json", str(log)).stdout)
+    assert report["category"] == "p2p_acs_iommu" and report["hung"] is True
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"category": "no_such", "prior": 0.1, "title": "t", "fix": "f", "source": "s",
+      "explanation": "e"}, "unknown category"),
+    ({"category": "p2p_acs_iommu", "prior": 0.1, "title": "t", "fix": "f", "source": "s",
+      "explanation": "e", "with": {"no-such-fact": 0.2}}, "no signature"),
+])
+def test_a_hang_cause_must_name_real_categories_and_facts(raw, message):
+    with pytest.raises(KnowledgeBaseError, match=message):
+        parse_hang_causes([raw], {"hang-one-gpu"})
