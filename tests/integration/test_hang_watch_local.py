@@ -41,6 +41,9 @@ def test_hung_collective_gets_flight_recorder_dumps_in_the_record(tmp_path):
     # symbolizes the first one slowly: then the quick dumps without them are judged)
     assert re.search(r"flight recorder: rank 1 entered 2 collective\(s\), the others 3: they "
                      r"wait in all_reduce #3( at hang\.py:40)?; rank 1 never reached it", out), out
+    # the launch's own diagnosis of the hang: the straggler its stacks named
+    assert "diagnosis: [nccl_timeout_or_desync] the stacks taken during the hang: straggler: " \
+           "rank 1 (localhost)" in " ".join(out.split()), out
     run = record_of(tmp_path)
     fr = json.loads((run / "fr.json").read_text())
     for r in ("0", "2"):  # blocked in the collective when they dumped

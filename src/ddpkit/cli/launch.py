@@ -181,7 +181,7 @@ def run_plan(plan, args, files=None, probes=(), agents=None) -> int:
     result = supervise(plan, args, files=files, on_stall=watch,
                        log_dir=str(record.dir) if record else args.log_dir,
                        hang_timeout=args.hang_timeout or 0.0, agents=agents)
-    findings = diagnosis(result)
+    findings = diagnosis(result, watch)
     summary = finish_record(record, result, findings, watch)
     if args.json:
         from ddpkit.render import print_json
@@ -193,18 +193,21 @@ def run_plan(plan, args, files=None, probes=(), agents=None) -> int:
     return result.exit_code
 
 
-def diagnosis(result) -> list:
-    """When a run failed, what the diagnose knowledge base makes of the output of all nodes."""
+def diagnosis(result, watch=None) -> list:
+    """When a run failed, what the diagnose knowledge base makes of the output of all nodes;
+    for a run that hung, the causes of a hang, the stacks the watch took first."""
     if result.exit_code == 0 or result.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
         return []
     if getattr(result, "shutdown_crash", ""):
         return []  # the summary names it: a crash after the script ended (launch/shutdown.py)
-    from ddpkit.troubleshoot.diagnose import diagnose
+    from ddpkit.troubleshoot.diagnose.matcher import diagnose_report
 
     lines = result.log_tail
     if result.reason == "hang":  # torchrun's own lines there are our teardown's SIGTERM trace
         lines = tuple(ln for ln in lines if ":- | " not in ln)
-    return diagnose(lines)
+        stacks = watch.to_dict() if watch is not None else None
+        return diagnose_report(lines, hung=True, stacks=stacks).findings
+    return diagnose_report(lines).findings
 
 
 def report_problems(exc, json_mode: bool) -> None:

@@ -108,7 +108,7 @@ def stack_finding(stacks: dict):
     elif stragglers:
         evidence["stragglers"] = list(stragglers)
         what = ("hang-stacks-straggler", "nccl_timeout_or_desync",
-                _("the stacks taken during the hang name the straggler: {verdict}").format(
+                _("the stacks taken during the hang: {verdict}").format(
                     verdict=verdict or ", ".join(stragglers)),
                 _("Look at the straggler's place in its stack (`ddpkit stacks --last`): make "
                   "every rank call the same collectives in the same order (the same number of "

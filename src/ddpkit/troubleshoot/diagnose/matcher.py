@@ -339,11 +339,11 @@ def unknown_finding(report: Report) -> Finding:
 
 
 def diagnose_report(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None,
-                    gate: bool = True, hung: bool = False) -> Report:
+                    gate: bool = True, hung: bool = False, stacks: dict | None = None) -> Report:
     sigs = sigs or signatures()
     scan = Scanner(sigs, gate=gate)
     scan.feed_all(raw_lines)
-    return analyse(scan, sigs, hung=hung)
+    return analyse(scan, sigs, hung=hung, stacks=stacks)
 
 
 def diagnose(raw_lines: Iterable[str], sigs: tuple[Signature, ...] | None = None) -> list[Finding]:
