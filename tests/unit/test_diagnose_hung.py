@@ -130,6 +130,29 @@ def test_a_run_record_that_ended_hung_is_read_as_a_hang(tmp_path):
         "groups": [{"ranks": [0, 1], "place": {"kind": "collective"}}]}}))
     found = cats(diagnose_dir(tmp_path).findings)
     assert found[0] == "p2p_acs_iommu" and "nccl_timeout_or_desync" not in found, found
+    # every rank in its own code, none in a collective: the script, not the communication
+    (tmp_path / "summary.json").write_text(json.dumps({"stacks": {
+        "why": "hang", "verdict": "every rank is in module code at sleeper.py:13",
+        "stragglers": [], "rendezvous": "",
+        "groups": [{"ranks": [0, 1], "place": {"kind": "user",
+                                               "text": "module code at sleeper.py:13"}}]}}))
+    top = diagnose_dir(tmp_path).findings[0]
+    assert top.id == "hang-stacks-own-code" and top.category == "script_error"
+    assert "sleeper.py:13" in top.title
+
+
+def test_ctrl_c_on_a_silent_run_is_read_as_a_hang(tmp_path):
+    """The record ends "interrupted", but the launch took the stacks first because the run
+    was silent ("why": "SIGINT"): a hang the user cut short. Without those stacks, a plain
+    Ctrl-C, the log alone speaks (no error: no finding)."""
+    (tmp_path / "rank0.log").write_text(ONE_NODE)
+    (tmp_path / "record.json").write_text(json.dumps({"state": "interrupted"}))
+    assert diagnose_dir(tmp_path).findings == []
+    (tmp_path / "summary.json").write_text(json.dumps({"stacks": {
+        "why": "SIGINT", "verdict": "straggler: rank 1 (node0); rank 0 waits in all_reduce",
+        "stragglers": ["rank 1 (node0)"], "rendezvous": "", "groups": []}}))
+    report = diagnose_dir(tmp_path)
+    assert report.hung and report.findings[0].id == "hang-stacks-straggler"
 
 
 def test_the_cli_says_if_it_hung_and_with_hung_says_it_did(tmp_path):

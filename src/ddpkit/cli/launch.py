@@ -196,15 +196,18 @@ def run_plan(plan, args, files=None, probes=(), agents=None) -> int:
 def diagnosis(result, watch=None) -> list:
     """When a run failed, what the diagnose knowledge base makes of the output of all nodes;
     for a run that hung, the causes of a hang, the stacks the watch took first."""
-    if result.exit_code == 0 or result.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
+    # Ctrl-C on a silent run is a hang the user cut short: the watch took every rank's stack
+    silent_stop = watch is not None and bool(watch.why) and getattr(watch, "report", None)
+    if result.exit_code == 0 or (result.reason in ("SIGINT", "SIGTERM", "SIGHUP")
+                                 and not silent_stop):
         return []
     if getattr(result, "shutdown_crash", ""):
         return []  # the summary names it: a crash after the script ended (launch/shutdown.py)
     from ddpkit.troubleshoot.diagnose.matcher import diagnose_report
 
     lines = result.log_tail
-    if result.reason == "hang":  # torchrun's own lines there are our teardown's SIGTERM trace
-        lines = tuple(ln for ln in lines if ":- | " not in ln)
+    if result.reason == "hang" or silent_stop:  # torchrun's own lines there are our
+        lines = tuple(ln for ln in lines if ":- | " not in ln)  # teardown's SIGTERM trace
         stacks = watch.to_dict() if watch is not None else None
         return diagnose_report(lines, hung=True, stacks=stacks).findings
     return diagnose_report(lines).findings

@@ -118,8 +118,29 @@ def stack_finding(stacks: dict):
                 "#debugging-torch-distributed-applications",
                 _("The launch took every rank's stack when the run fell silent: the others "
                   "wait in a collective that this rank never reached."))
+    elif groups_outside(stacks):
+        place = stacks["groups"][0].get("place", {}).get("text", "")
+        evidence["text"] = place[:300]
+        what = ("hang-stacks-own-code", "script_error",
+                _("the stacks taken during the hang: every rank is in its own code ({place}), "
+                  "outside any collective: the script is slow or stuck by itself, not waiting "
+                  "for another rank").format(place=place),
+                _("Look at that place in the script (`ddpkit stacks --last` shows every "
+                  "rank's stack): a loop that never ends, a lock, a DataLoader worker that "
+                  "died, input that never arrives. The ranks' communication is not involved."),
+                "https://pytorch.org/docs/stable/distributed.html"
+                "#debugging-torch-distributed-applications",
+                _("The launch took every rank's stack when the run fell silent: no rank was "
+                  "in a collective, so none was waiting for another."))
     else:
         return None
     sid, category, title, fix, source, explanation = what
     return Finding(id=sid, category=category, confidence=0.85, title=title, evidence=evidence,
                    fix=fix, source=source, explanation=explanation, kind="hang", first_line=0)
+
+
+def groups_outside(stacks: dict) -> bool:
+    """Every rank the stacks found is in its own code, none in a collective or start-up."""
+    groups = stacks.get("groups") or []
+    return bool(groups) and all(g.get("place", {}).get("kind") not in WAITING + ("unknown",)
+                                for g in groups)

@@ -97,7 +97,10 @@ def diagnose_dir(directory: Path, hung: bool = False) -> Report:
             where = path.stem
         with open(path, "rb") as f:
             feed_stream(scan, f, source=path.name, where=where)
-    report = analyse(scan, sigs, hung=hung or record_state(directory) == "hung",
-                     stacks=record_stacks(directory))
+    stacks = record_stacks(directory)
+    # Ctrl-C on a silent run: the launch took the stacks first (they say why: "SIGINT")
+    stopped_silent = record_state(directory) == "interrupted" and bool((stacks or {}).get("why"))
+    report = analyse(scan, sigs, hung=hung or record_state(directory) == "hung" or stopped_silent,
+                     stacks=stacks)
     report.first_failure["files"] = len(files)
     return report
