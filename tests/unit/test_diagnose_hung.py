@@ -67,6 +67,12 @@ def test_a_log_without_error_has_no_finding_but_ranks_what_a_hang_would_be():
     assert out["if_hung"][0]["category"] == "p2p_acs_iommu"
 
 
+def test_a_run_that_printed_its_end_gets_no_if_hung():
+    done = ONE_NODE + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 92.3405\n"
+    report = diagnose_report(done.splitlines())
+    assert report.findings == [] and report.if_hung == [] and "if_hung" not in report.to_dict()
+
+
 def test_hung_makes_the_causes_of_a_hang_the_diagnosis():
     report = diagnose_report(ONE_NODE.splitlines(), hung=True)
     assert report.failed and report.hung and report.if_hung == []

@@ -35,7 +35,7 @@ def hang_findings(scan: Scanner, sigs: tuple[Signature, ...], top: int = 3,
 
     matched = {}
     for sig in sigs:
-        if sig.kind in ("hang", "fact"):
+        if sig.kind in ("hang", "fact") and sig.id != COMPLETED:
             hits = _matched(sig, scan)
             if hits:
                 matched[sig.id] = (sig, hits)
@@ -144,3 +144,13 @@ def groups_outside(stacks: dict) -> bool:
     groups = stacks.get("groups") or []
     return bool(groups) and all(g.get("place", {}).get("kind") not in WAITING + ("unknown",)
                                 for g in groups)
+
+
+def completed(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
+    """The log shows the run's end: no "if the run hung" for it."""
+    from ddpkit.troubleshoot.diagnose.matcher import _matched
+
+    return any(_matched(sig, scan) for sig in sigs if sig.id == COMPLETED)
+
+
+COMPLETED = "hang-run-completed"

@@ -208,7 +208,7 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
             hung: bool = False, stacks: dict | None = None) -> Report:
     """`hung`: the run is known to have hung (the user says so, or its run record does);
     `stacks`: where every rank was then (a run record's summary)."""
-    from ddpkit.troubleshoot.diagnose.hung import hang_findings
+    from ddpkit.troubleshoot.diagnose.hung import completed, hang_findings
 
     sigs = sigs or signatures()
     scan.finish()
@@ -260,7 +260,7 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     report = Report(findings, scan.decisive.lines(),
                     NEXT_CHECKS if failed else SILENT_CHECKS, failed or hung,
                     first_failure(scan, findings), hung=hung,
-                    if_hung=[] if (failed or hung) else hang)
+                    if_hung=[] if (failed or hung or completed(scan, sigs)) else hang)
     if report.failed and not findings:
         report.findings = statistical_findings(scan) + [unknown_finding(report)]
     return report
