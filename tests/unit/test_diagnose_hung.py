@@ -112,6 +112,23 @@ def test_a_watchdog_timeout_is_a_hang_cut_short_the_shape_follows_it():
     assert found[:2] == ["nccl_timeout_or_desync", "p2p_acs_iommu"], found
 
 
+RETRY = "w0:16:63 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+
+
+def test_a_log_that_ends_retrying_a_connection_is_stuck_there():
+    """A log of refused connects being retried is not "no failure": the run hung connecting,
+    and the other end not listening or a firewall come first, not P2P."""
+    report = diagnose_report([RETRY] * 12)
+    assert report.hung and report.failed
+    found = cats(report.findings)
+    assert found[0] == "port_in_use_or_firewall" and "p2p_acs_iommu" not in found, found
+    assert report.findings[0].evidence["text"].startswith("(log ends retrying) ")
+    # retries that a connection then ended are start-up chatter: nothing to report
+    later = diagnose_report([RETRY] * 3 + ["w0:16:63 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - "
+                                            "Init COMPLETE", "epoch 1 loss 0.3"])
+    assert later.findings == [] and not later.hung
+
+
 def test_a_cause_in_the_log_stays_first_when_the_run_hung():
     log = ONE_NODE + ('Traceback (most recent call last):\n  File "/w/train.py", line 57, in '
                       "<module>\n    x = batch['image']\nKeyError: 'image'\n")

@@ -148,9 +148,18 @@ def groups_outside(stacks: dict) -> bool:
 
 def completed(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
     """The log shows the run's end: no "if the run hung" for it."""
+    return _seen(scan, sigs, COMPLETED)
+
+
+def stuck_connecting(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
+    """A source ends retrying a connection: the run hung there, whatever the user says."""
+    return _seen(scan, sigs, RETRYING)
+
+
+def _seen(scan: Scanner, sigs: tuple[Signature, ...], sid: str) -> bool:
     from ddpkit.troubleshoot.diagnose.matcher import _matched
 
-    return any(_matched(sig, scan) for sig in sigs if sig.id == COMPLETED)
+    return any(_matched(sig, scan) for sig in sigs if sig.id == sid)
 
 
-COMPLETED = "hang-run-completed"
+COMPLETED, RETRYING = "hang-run-completed", "hang-log-ends-retrying"

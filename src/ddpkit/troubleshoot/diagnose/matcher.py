@@ -208,10 +208,11 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
             hung: bool = False, stacks: dict | None = None) -> Report:
     """`hung`: the run is known to have hung (the user says so, or its run record does);
     `stacks`: where every rank was then (a run record's summary)."""
-    from ddpkit.troubleshoot.diagnose.hung import completed, hang_findings
+    from ddpkit.troubleshoot.diagnose.hung import completed, hang_findings, stuck_connecting
 
     sigs = sigs or signatures()
     scan.finish()
+    hung = hung or stuck_connecting(scan, sigs)
     hyps = _hypotheses(scan, sigs)
     cause_lines = {(h.line.source, h.line.number) for hyp in hyps for sig, hits in hyp.items
                    if sig.kind == "cause" for h in hits}

@@ -30,6 +30,7 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          "f memory", "d symbol", "t open file", "o module named")
 ROOT_MARK = "root cause (first observed failure)"
 CUT_MARK = "(traceback cut off)"
+RETRY_MARK = "(log ends retrying)"  # a source whose last line is a connection being retried
 ROOT_CAUSE = re.compile(r"\s*(?P<key>rank|host|time)\s*: (?P<value>\S+)")
 
 
@@ -160,7 +161,8 @@ class Scanner:
 
     def finish(self) -> None:
         """Facts that no single line holds, fed as lines the signatures can match. A source
-        that ends inside a traceback (an excerpt cut short, a rank killed while it waited)
+        whose last line retries a connection is stuck there ("(log ends retrying) <line>"). A
+        source that ends inside a traceback (an excerpt cut short, a rank killed while it waited)
         says where that rank was: "(traceback cut off) in init_process_group at
         distributed_c10d.py:754: <its code line>", numbered as the last frame's line."""
         if self._finished:
@@ -172,6 +174,9 @@ class Scanner:
             if not lines:
                 continue
             last, code = lines[-1], ""
+            if "retrying" in last.text.lower():  # the source ends still trying to connect
+                self.feed(f"{RETRY_MARK} {last.text.strip()}", last.number, last.source,
+                          last.where)
             frame = FRAME.match(last.text)
             if frame is None and len(lines) > 1 and last.text[:1].isspace():
                 last, code = lines[-2], last.text.strip()
