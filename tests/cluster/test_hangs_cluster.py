@@ -141,9 +141,8 @@ def test_stacks_of_a_running_launch_and_ctrl_c_on_a_silent_run(vcluster, tmp_pat
     out = run.output
     assert "STOPPED by SIGINT" in out
     assert "interrupted (SIGINT) on a silent run; where every rank was:" in out and where in out
-    # a hang the user cut short is diagnosed from those stacks: every rank in its own code
-    assert "diagnosis: [script_error] the stacks taken during the hang: every rank is in its " \
-           "own code" in " ".join(out.split()), out
+    # the user's own stop after a few silent seconds is not a verdict: no diagnosis
+    assert "diagnosis:" not in out, out
     assert "got signal" not in out.split("ddpkit launch: summary")[-1]
     (rec,) = json.loads(ddpkit("runs", "--json", env=env).stdout)["runs"]
     assert rec["state"] == "interrupted" and rec["exit_code"] == 130

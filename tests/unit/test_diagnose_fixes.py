@@ -5,7 +5,7 @@ import argparse
 import re
 
 from ddpkit.cli.main import COMMANDS, build_parser
-from ddpkit.troubleshoot.diagnose.kb import hang_causes, signatures
+from ddpkit.troubleshoot.diagnose.kb import hang_causes, signatures, stack_causes
 
 SPAN = re.compile(r"`([^`]*\bddpkit [^`]*)`")
 
@@ -22,7 +22,8 @@ def _options(parser: argparse.ArgumentParser) -> tuple[set[str], dict]:
 def test_fixes_name_only_real_ddpkit_commands_and_options():
     known = {}
     checked = 0
-    for sig in list(signatures()) + list(hang_causes()):  # a cause of hangs has a fix too
+    # the causes of a hang and what a hung run's stacks say have fixes too
+    for sig in list(signatures()) + list(hang_causes()) + list(stack_causes()):
         for span in SPAN.findall(sig.fix + " " + sig.explanation):
             for cmd in re.findall(r"\bddpkit ([a-z]+)((?: [^;|&]*)?)", span):
                 name, rest = cmd

@@ -96,7 +96,7 @@ def test_hung_makes_the_causes_of_a_hang_the_diagnosis():
 ])
 def test_the_shape_of_the_run_orders_the_causes(log, first, never_first):
     found = cats(diagnose_report(log.splitlines(), hung=True).findings)
-    assert found[0] == first and never_first != found[0], found
+    assert found[0] == first and never_first not in found[:2], found
 
 
 def test_several_hosts_rank_the_firewall_second_and_p2p_out():
@@ -164,18 +164,83 @@ def test_a_run_record_that_ended_hung_is_read_as_a_hang(tmp_path):
     assert "sleeper.py:13" in top.title
 
 
-def test_ctrl_c_on_a_silent_run_is_read_as_a_hang(tmp_path):
-    """The record ends "interrupted", but the launch took the stacks first because the run
-    was silent ("why": "SIGINT"): a hang the user cut short. Without those stacks, a plain
-    Ctrl-C, the log alone speaks (no error: no finding)."""
+def test_a_run_the_user_interrupted_is_not_called_hung(tmp_path):
+    """The record ends "interrupted": the user's own stop, even when the launch took stacks
+    after a few silent seconds. The log alone speaks (no error: no finding)."""
     (tmp_path / "rank0.log").write_text(ONE_NODE)
     (tmp_path / "record.json").write_text(json.dumps({"state": "interrupted"}))
-    assert diagnose_dir(tmp_path).findings == []
     (tmp_path / "summary.json").write_text(json.dumps({"stacks": {
         "why": "SIGINT", "verdict": "straggler: rank 1 (node0); rank 0 waits in all_reduce",
         "stragglers": ["rank 1 (node0)"], "rendezvous": "", "groups": []}}))
     report = diagnose_dir(tmp_path)
-    assert report.hung and report.findings[0].id == "hang-stacks-straggler"
+    assert not report.hung and report.findings == [] and report.if_hung
+
+
+STRAGGLER = {"verdict": "straggler: rank 1 (node0); rank 0 waits in all_reduce at train.py:40",
+             "stragglers": ["rank 1 (node0)"], "rendezvous": "", "groups": []}
+
+
+@pytest.mark.parametrize("log", [
+    ONE_NODE + WATCHDOG + "\n",  # the log's own timeout: same category, the stacks still first
+    ONE_NODE + ('Traceback (most recent call last):\n  File "/w/train.py", line 5, in <module>\n'
+                "KeyError: 'image'\n"),  # a cause of the log's own
+])
+def test_the_stacks_come_first_whatever_the_log_says(log):
+    found = diagnose_report(log.splitlines(), hung=True, stacks=STRAGGLER).findings
+    assert found[0].id == "hang-stacks-straggler", [f.id for f in found]
+
+
+def test_a_rendezvous_that_never_completed_is_named_from_the_stacks():
+    stacks = {"verdict": "", "stragglers": ["node2"], "groups": [],
+              "rendezvous": "node0, node1 wait in the rendezvous; node2 never joined"}
+    top = diagnose_report(["waiting"], hung=True, stacks=stacks).findings[0]
+    assert top.id == "hang-stacks-rendezvous" and top.category == "rendezvous_master_unreachable"
+    assert "node2 never joined" in top.title and "ddpkit launch -H" in top.fix
+
+
+@pytest.mark.parametrize("stacks", [
+    {"verdict": 5}, {"rendezvous": True}, {"groups": ["x"]}, {"groups": {"a": 1}},
+    {"groups": [{"place": None}]}, {"groups": [{"place": {"text": None, "kind": 3}}]},
+    {"flight_recorder": [1]}, {"stragglers": "rank 1"}, {"stragglers": [1], "verdict": ""},
+    "not a dict", None, [],
+])
+def test_a_run_record_of_odd_shape_never_breaks_the_diagnosis(tmp_path, stacks):
+    (tmp_path / "record.json").write_text(json.dumps({"state": "hung"}))
+    (tmp_path / "summary.json").write_text(json.dumps({"stacks": stacks}))
+    (tmp_path / "rank0.log").write_text(ONE_NODE)
+    report = diagnose_dir(tmp_path)
+    assert report.hung and report.findings[0].category == "p2p_acs_iommu"
+
+
+def test_a_retry_of_something_else_at_the_end_is_not_a_stuck_connection():
+    log = ["epoch 3 done", "WARNING:urllib3.connectionpool:Retrying (Retry(total=4)) after "
+           "connection broken by 'ReadTimeoutError(\"Read timed out.\")': /api/runs"]
+    report = diagnose_report(log)
+    assert not report.hung and report.findings == []
+
+
+def test_a_fact_far_down_a_noisy_log_is_still_read():
+    """Lines picked for a word whose regexes need one hit are skipped only once those regexes
+    had it: the 171st line holding "net" still counts."""
+    log = ["filler line"] * 70 + ["box:1:1 [0] NCCL INFO NET/Plugin: no plugin found"] * 100 + [
+        "box:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0"]
+    found = cats(diagnose_report(log, hung=True).findings)
+    assert found[:2] == ["nccl_interface_selection", "port_in_use_or_firewall"], found
+
+
+def test_launch_diagnoses_a_hung_run_from_its_stacks_and_a_stopped_one_not_at_all():
+    from types import SimpleNamespace
+
+    from ddpkit.cli.launch import diagnosis
+
+    watch = SimpleNamespace(to_dict=lambda: dict(STRAGGLER, why="hang"), why="hang")
+    hung = SimpleNamespace(exit_code=1, reason="hang", log_tail=tuple(ONE_NODE.splitlines()))
+    found = diagnosis(hung, watch)
+    assert found[0].id == "hang-stacks-straggler", [f.id for f in found]
+    # without stacks (they could not be taken), the shape of the run decides
+    assert diagnosis(hung, None)[0].category == "p2p_acs_iommu"
+    stopped = SimpleNamespace(exit_code=130, reason="SIGINT", log_tail=hung.log_tail)
+    assert diagnosis(stopped, watch) == []
 
 
 def test_the_cli_says_if_it_hung_and_with_hung_says_it_did(tmp_path):

@@ -196,18 +196,16 @@ def run_plan(plan, args, files=None, probes=(), agents=None) -> int:
 def diagnosis(result, watch=None) -> list:
     """When a run failed, what the diagnose knowledge base makes of the output of all nodes;
     for a run that hung, the causes of a hang, the stacks the watch took first."""
-    # Ctrl-C on a silent run is a hang the user cut short: the watch took every rank's stack
-    silent_stop = watch is not None and bool(watch.why) and getattr(watch, "report", None)
-    if result.exit_code == 0 or (result.reason in ("SIGINT", "SIGTERM", "SIGHUP")
-                                 and not silent_stop):
+    # Ctrl-C is the user's own stop, even on a run silent for a few seconds: not a verdict
+    if result.exit_code == 0 or result.reason in ("SIGINT", "SIGTERM", "SIGHUP"):
         return []
     if getattr(result, "shutdown_crash", ""):
         return []  # the summary names it: a crash after the script ended (launch/shutdown.py)
     from ddpkit.troubleshoot.diagnose.matcher import diagnose_report
 
     lines = result.log_tail
-    if result.reason == "hang" or silent_stop:  # torchrun's own lines there are our
-        lines = tuple(ln for ln in lines if ":- | " not in ln)  # teardown's SIGTERM trace
+    if result.reason == "hang":  # torchrun's own lines there are our teardown's SIGTERM trace
+        lines = tuple(ln for ln in lines if ":- | " not in ln)
         stacks = watch.to_dict() if watch is not None else None
         return diagnose_report(lines, hung=True, stacks=stacks).findings
     return diagnose_report(lines).findings
@@ -317,8 +315,12 @@ def show_summary(result, findings=()) -> None:
         f = findings[0]
         where = f" ({f.evidence['where']})" if f.evidence.get("where") else ""
         out.print(_('[bold]diagnosis[/]: \\[{category}] {escape}').format(category=f.category, escape=escape(f.title)))
-        out.print(_("  evidence{where}: {text}").format(where=where,
-                                                       text=escape(f.evidence.get("text", ""))))
+        if f.evidence.get("basis") == "prior":  # a cause of hangs no line points at
+            out.print(_("  no line points here; the log stops at: {text}").format(
+                text=escape(f.evidence.get("text", ""))))
+        else:
+            out.print(_("  evidence{where}: {text}").format(
+                where=where, text=escape(f.evidence.get("text", ""))))
         if f.category == "unknown":  # no known cause: say where to look next, not a guess
             out.print(_('  next: `ddpkit diagnose --last` lists the decisive lines of every rank; `ddpkit check -H ...` tests the nodes'))
         else:

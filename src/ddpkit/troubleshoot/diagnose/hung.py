@@ -7,64 +7,68 @@ and the platform's own warnings. Each cause of hangs (signatures-hang.toml) has 
 hang facts and the circumstantial `fact` signatures of its category raise it, as independent
 evidence (1 - prod(1 - w)). The answer ranks the causes with the lines behind each; it becomes
 the diagnosis only when the run is known to have hung (--hung, a run record that ended "hung",
-or a collective that timed out), and is shown as "if the run hung" otherwise."""
+a collective that timed out, a log that ends retrying a connection), and is shown as "if the
+run hung" otherwise. Where the launch took every rank's stack during the hang, those outweigh
+the log: a straggler, a rendezvous that never completed, or every rank in its own code."""
 
 from __future__ import annotations
 
 from ddpkit.i18n import _
-from ddpkit.troubleshoot.diagnose.kb import Signature, hang_causes
+from ddpkit.troubleshoot.diagnose.evidence import Finding, line_dict, matched
+from ddpkit.troubleshoot.diagnose.kb import Signature, hang_causes, hang_settings, stack_causes
 from ddpkit.troubleshoot.diagnose.scan import Scanner
 from ddpkit.troubleshoot.stacks import WAITING
 
+COMPLETED, RETRYING = "hang-run-completed", "hang-log-ends-retrying"
+
 
 def hang_findings(scan: Scanner, sigs: tuple[Signature, ...], top: int = 3,
-                  stacks: dict | None = None) -> list:
-    """Up to `top` causes of a hang, likeliest first (matcher.Finding, kind "hang"). `stacks`:
-    what `launch --hang-timeout` saw in every rank's stack (summary.json's "stacks"), which
-    outweighs anything a log says."""
-    from ddpkit.troubleshoot.diagnose.matcher import Finding, _line_dict, _matched
-
-    seen = stack_finding(stacks or {})
-    if seen is not None:
-        return [seen] + [f for f in hang_findings(scan, sigs, top) if f.category != seen.category
-                         ][:top - 1]
-    groups = (stacks or {}).get("groups") or []
-    # every rank waits in the same collective and none is behind: not a desync, the collective
-    # itself does not complete (the transport: P2P, an interface, a firewall)
-    all_wait = len(groups) == 1 and groups[0].get("place", {}).get("kind") in WAITING
-
-    matched = {}
+                  stacks: dict | None = None) -> list[Finding]:
+    """Up to `top` causes of a hang, likeliest first (kind "hang"). `stacks`: what the launch
+    saw in every rank's stack (summary.json's "stacks", see clean_stacks); a cause they name
+    comes first, with evidence["basis"] == "stacks"."""
+    stacks = clean_stacks(stacks)
+    seen = stack_finding(stacks)
+    facts = {}
     for sig in sigs:
         if sig.kind in ("hang", "fact") and sig.id != COMPLETED:
-            hits = _matched(sig, scan)
+            hits = matched(sig, scan)
             if hits:
-                matched[sig.id] = (sig, hits)
+                facts[sig.id] = (sig, hits)
+    # every rank waits in the same collective and none is behind: not a desync, the collective
+    # itself does not complete (the transport: P2P, an interface, a firewall)
+    groups = stacks.get("groups", [])
+    all_wait = len(groups) == 1 and groups[0]["kind"] in WAITING
     ranked = []
     for cause in hang_causes():
         miss, factor, support = 1 - cause.prior, 1.0, []
-        for sig, hits in matched.values():
+        for sig, hits in facts.values():
             if sig.category == cause.category:
                 miss *= 1 - sig.weight
                 support.append((sig, hits))
         for sid, w in cause.with_:
-            if sid in matched:
+            if sid in facts:
                 if w >= 0:
                     miss *= 1 - w
-                    support.append(matched[sid])
+                    support.append(facts[sid])
                 else:
                     factor *= 1 + w
         if all_wait and cause.category == "nccl_timeout_or_desync":
-            factor *= 0.3
+            factor *= hang_settings().get("all_waiting_desync_factor", 1.0)
         ranked.append(((1 - miss) * factor, cause, support))
     ranked.sort(key=lambda r: -r[0])
-    out = []
-    for conf, cause, support in ranked[:top]:
+    out = [seen] if seen is not None else []
+    for conf, cause, support in ranked:
+        if len(out) >= top:
+            break
+        if seen is not None and cause.category == seen.category:
+            continue
         support.sort(key=lambda s: -s[0].weight)
-        lines = [dict(_line_dict(hits[0].line), signature=sig.id) for sig, hits in support[:5]]
-        first = lines[0] if lines else _last_line(scan)
+        lines = [dict(line_dict(hits[0].line), signature=sig.id) for sig, hits in support[:5]]
+        first = dict(lines[0] if lines else _last_line(scan))
+        first.pop("signature", None)
         evidence = dict(first, supporting=lines, facts=[_(sig.title) for sig, _h in support[:5]],
                         basis="facts" if support else "prior")  # prior: where the log stops
-        evidence.pop("signature", None)
         out.append(Finding(
             id=f"hang-{cause.category}", category=cause.category, confidence=round(conf, 3),
             title=_(cause.title), evidence=evidence, fix=_(cause.fix), source=cause.source,
@@ -86,64 +90,54 @@ def _last_line(scan: Scanner) -> dict:
     return {"line": 0, "text": ""}
 
 
-def stack_finding(stacks: dict):
-    """The straggler or the rendezvous that never completed, from the stacks the launch took
-    when the run fell silent; None when they name neither."""
-    from ddpkit.troubleshoot.diagnose.matcher import Finding
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
 
-    fr = stacks.get("flight_recorder") or {}
-    stragglers = stacks.get("stragglers") or fr.get("stragglers") or []
-    verdict = stacks.get("verdict") or ""
-    evidence = {"line": 0, "text": verdict[:300], "source": "summary.json", "basis": "stacks"}
+
+def _texts(value) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def clean_stacks(raw) -> dict:
+    """The parts of a run record's "stacks" this module reads, each of the type it needs (a
+    record is a file on disk: anything else is dropped, never a traceback)."""
+    if not isinstance(raw, dict):
+        return {}
+    fr = raw.get("flight_recorder") if isinstance(raw.get("flight_recorder"), dict) else {}
+    groups = []
+    for g in raw.get("groups") if isinstance(raw.get("groups"), list) else []:
+        place = g.get("place") if isinstance(g, dict) else None
+        if isinstance(place, dict):
+            groups.append({"kind": _text(place.get("kind")), "text": _text(place.get("text"))})
+    return {"why": _text(raw.get("why")), "verdict": _text(raw.get("verdict")),
+            "rendezvous": _text(raw.get("rendezvous")),
+            "stragglers": _texts(raw.get("stragglers")) or _texts(fr.get("stragglers")),
+            "groups": groups}
+
+
+def stack_finding(stacks: dict) -> Finding | None:
+    """The rendezvous that never completed, the straggler, or every rank in its own code, from
+    the stacks the launch took when the run fell silent (clean_stacks' form); None when they
+    name none of these."""
+    groups = stacks.get("groups", [])
     if stacks.get("rendezvous"):
-        evidence["text"] = stacks["rendezvous"][:300]
-        what = ("hang-stacks-rendezvous", "rendezvous_master_unreachable",
-                _("the stacks taken during the hang: the rendezvous never completed "
-                  "({rendezvous})").format(rendezvous=stacks["rendezvous"]),
-                _("Start the missing nodes with the same --rdzv-endpoint (or MASTER_ADDR/"
-                  "MASTER_PORT) and check that they reach it: `ddpkit check -H host1,host2`."),
-                "https://pytorch.org/docs/stable/elastic/rendezvous.html",
-                _("The launch took every rank's stack when the run fell silent: some nodes "
-                  "were still waiting for the others to join."))
-    elif stragglers:
-        evidence["stragglers"] = list(stragglers)
-        what = ("hang-stacks-straggler", "nccl_timeout_or_desync",
-                _("the stacks taken during the hang: {verdict}").format(
-                    verdict=verdict or ", ".join(stragglers)),
-                _("Look at the straggler's place in its stack (`ddpkit stacks --last`): make "
-                  "every rank call the same collectives in the same order (the same number of "
-                  "batches, no collective under a rank-dependent `if`), or fix what keeps it "
-                  "busy; TORCH_DISTRIBUTED_DEBUG=DETAIL names mismatched collectives."),
-                "https://pytorch.org/docs/stable/distributed.html"
-                "#debugging-torch-distributed-applications",
-                _("The launch took every rank's stack when the run fell silent: the others "
-                  "wait in a collective that this rank never reached."))
-    elif groups_outside(stacks):
-        place = stacks["groups"][0].get("place", {}).get("text", "")
-        evidence["text"] = place[:300]
-        what = ("hang-stacks-own-code", "script_error",
-                _("the stacks taken during the hang: every rank is in its own code ({place}), "
-                  "outside any collective: the script is slow or stuck by itself, not waiting "
-                  "for another rank").format(place=place),
-                _("Look at that place in the script (`ddpkit stacks --last` shows every "
-                  "rank's stack): a loop that never ends, a lock, a DataLoader worker that "
-                  "died, input that never arrives. The ranks' communication is not involved."),
-                "https://pytorch.org/docs/stable/distributed.html"
-                "#debugging-torch-distributed-applications",
-                _("The launch took every rank's stack when the run fell silent: no rank was "
-                  "in a collective, so none was waiting for another."))
+        when, detail = "rendezvous", stacks["rendezvous"]
+    elif stacks.get("stragglers"):
+        when, detail = "stragglers", stacks.get("verdict") or ", ".join(stacks["stragglers"])
+    elif groups and all(g["kind"] not in WAITING + ("unknown", "") for g in groups):
+        when, detail = "own-code", groups[0]["text"]
     else:
         return None
-    sid, category, title, fix, source, explanation = what
-    return Finding(id=sid, category=category, confidence=0.85, title=title, evidence=evidence,
-                   fix=fix, source=source, explanation=explanation, kind="hang", first_line=0)
-
-
-def groups_outside(stacks: dict) -> bool:
-    """Every rank the stacks found is in its own code, none in a collective or start-up."""
-    groups = stacks.get("groups") or []
-    return bool(groups) and all(g.get("place", {}).get("kind") not in WAITING + ("unknown",)
-                                for g in groups)
+    cause = next((c for c in stack_causes() if c.when == when), None)
+    if cause is None:
+        return None
+    evidence = {"line": 0, "text": detail[:300], "source": "summary.json", "basis": "stacks"}
+    if stacks.get("stragglers"):
+        evidence["stragglers"] = list(stacks["stragglers"])
+    return Finding(id=cause.id, category=cause.category, confidence=cause.confidence,
+                   title=_(cause.title).format(detail=detail), evidence=evidence,
+                   fix=_(cause.fix), source=cause.source, explanation=_(cause.explanation),
+                   kind="hang", first_line=0)
 
 
 def completed(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
@@ -157,9 +151,4 @@ def stuck_connecting(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
 
 
 def _seen(scan: Scanner, sigs: tuple[Signature, ...], sid: str) -> bool:
-    from ddpkit.troubleshoot.diagnose.matcher import _matched
-
-    return any(_matched(sig, scan) for sig in sigs if sig.id == sid)
-
-
-COMPLETED, RETRYING = "hang-run-completed", "hang-log-ends-retrying"
+    return any(matched(sig, scan) for sig in sigs if sig.id == sid)

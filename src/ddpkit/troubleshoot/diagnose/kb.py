@@ -119,26 +119,86 @@ class HangCause:
     with_: tuple[tuple[str, float], ...] = ()
 
 
+@dataclass(frozen=True)
+class StackCause:
+    """What the stacks a launch took during a hang say (signatures-hang.toml): `when` they show
+    a rendezvous that never completed, a straggler, or every rank in its own code."""
+    when: str
+    id: str
+    category: str
+    confidence: float
+    title: str  # with {detail}: the rendezvous, the verdict, or the place
+    explanation: str
+    fix: str
+    source: str
+
+
+STACK_CASES = ("rendezvous", "stragglers", "own-code")
+TEXTS = ("title", "explanation", "fix", "source")
+
+
+def _checked(kind: str, raw: dict, numbers: tuple[str, ...],
+             categories: tuple[str, ...] = CATEGORIES) -> str:
+    """The entry's category; KnowledgeBaseError for a missing text or a number outside [0, 1)."""
+    cat = raw.get("category")
+    if cat not in categories:
+        raise KnowledgeBaseError(f"{kind} {cat}: unknown category")
+    missing = [k for k in TEXTS + numbers if k not in raw or raw[k] in ("", None)]
+    if missing:
+        raise KnowledgeBaseError(f"{kind} {cat}: missing {', '.join(missing)}")
+    for k in numbers:
+        if not isinstance(raw[k], (int, float)) or not 0 <= raw[k] < 1:
+            raise KnowledgeBaseError(f"{kind} {cat}: {k} must be a number in [0, 1)")
+    return cat
+
+
 def parse_hang_causes(raws: list, ids: set[str]) -> tuple[HangCause, ...]:
     out = []
     for raw in raws:
-        cat = raw.get("category")
-        if cat not in CATEGORIES or any(not raw.get(k) for k in ("title", "fix", "source")):
-            raise KnowledgeBaseError(f"hang_cause {cat}: unknown category or missing text")
-        unknown = set(raw.get("with", {})) - ids
+        cat = _checked("hang_cause", raw, ("prior",))
+        with_ = raw.get("with", {})
+        unknown = set(with_) - ids
         if unknown:
             raise KnowledgeBaseError(f"hang_cause {cat}: no signature {sorted(unknown)}")
+        if any(not isinstance(w, (int, float)) or not -1 < w < 1 for w in with_.values()):
+            raise KnowledgeBaseError(f"hang_cause {cat}: a `with` weight must be in (-1, 1)")
         out.append(HangCause(cat, float(raw["prior"]), raw["title"], raw["explanation"],
                              raw["fix"], raw["source"],
-                             tuple((k, float(w)) for k, w in raw.get("with", {}).items())))
+                             tuple((k, float(w)) for k, w in with_.items())))
+    return tuple(out)
+
+
+def parse_stack_causes(raws: list) -> tuple[StackCause, ...]:
+    out = []
+    for raw in raws:
+        cat = _checked("stack_cause", raw, ("confidence",), ALL_CATEGORIES)
+        if raw.get("when") not in STACK_CASES or not raw.get("id"):
+            raise KnowledgeBaseError(f"stack_cause {cat}: `when` must be one of "
+                                     f"{', '.join(STACK_CASES)}, with an id")
+        out.append(StackCause(raw["when"], raw["id"], cat, float(raw["confidence"]),
+                              *(raw[k] for k in TEXTS)))
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=None)
-def hang_causes() -> tuple[HangCause, ...]:
+def _hang_data() -> dict:
     f = resources.files(__package__) / "signatures-hang.toml"
-    raws = tomllib.loads(f.read_text(encoding="utf-8")).get("hang_cause", [])
-    return parse_hang_causes(raws, {s.id for s in signatures() if s.kind == "hang"})
+    return tomllib.loads(f.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=None)
+def hang_causes() -> tuple[HangCause, ...]:
+    return parse_hang_causes(_hang_data().get("hang_cause", []),
+                             {s.id for s in signatures() if s.kind == "hang"})
+
+
+@functools.lru_cache(maxsize=None)
+def stack_causes() -> tuple[StackCause, ...]:
+    return parse_stack_causes(_hang_data().get("stack_cause", []))
+
+
+def hang_settings() -> dict:
+    return dict(_hang_data().get("stacks", {}))
 
 
 # ---- anchors: a word every matching line contains -------------------------------------------

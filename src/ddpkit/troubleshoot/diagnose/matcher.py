@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ddpkit.i18n import N_, _
+from ddpkit.troubleshoot.diagnose.evidence import Finding, line_dict, matched, values_of
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
-from ddpkit.troubleshoot.diagnose.lines import Line, normalise
+from ddpkit.troubleshoot.diagnose.lines import normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import PLAIN_TYPES, PyException
 from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
 
@@ -38,25 +39,6 @@ SILENT_CHECKS = (
        "nodes"),
     N_("rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL and diagnose that log"),
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    category: str
-    confidence: float
-    title: str
-    evidence: dict
-    fix: str
-    source: str
-    explanation: str
-    kind: str
-    first_line: int
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "category": self.category, "confidence": round(self.confidence, 3),
-                "title": self.title, "evidence": self.evidence, "fix": self.fix,
-                "source": self.source, "explanation": self.explanation, "kind": self.kind}
 
 
 @dataclass
@@ -85,30 +67,6 @@ class Report:
         return out
 
 
-def _line_dict(line: Line) -> dict:
-    out = {"line": line.number, "text": line.display().strip()[:300]}
-    if line.where:
-        out["where"] = line.where
-    if line.source:
-        out["source"] = line.source
-    return out
-
-
-def _matched(sig: Signature, scan: Scanner) -> list[Hit] | None:
-    hits = [h for h in (scan.hit(rx) for rx in sig.patterns) if h is not None]
-    if not hits or not all(scan.hit(rx) for rx in sig.requires):
-        return None
-    if any(scan.hit(rx) for rx in sig.excludes):
-        return None
-    if sig.differ and len(_values(sig.differ, hits)) < 2:
-        return None
-    return sorted(hits, key=lambda h: (h.line.source, h.line.number))
-
-
-def _values(group: str, hits: list[Hit]) -> list[str]:
-    return sorted(set().union(*(h.values.get(group, ()) for h in hits)))
-
-
 def _evidence(sig: Signature, hits: list[Hit], scan: Scanner) -> dict:
     first = min(hits, key=lambda h: (h.line.time is None, h.line.time or 0, h.line.number)).line
     found: dict = {"line": first.number, "text": first.display().strip()[:300]}
@@ -120,7 +78,7 @@ def _evidence(sig: Signature, hits: list[Hit], scan: Scanner) -> dict:
         for key, value in h.groups.items():
             found.setdefault(key, value.strip())
     if sig.differ:
-        found[f"{sig.differ}_values"] = _values(sig.differ, hits)
+        found[f"{sig.differ}_values"] = values_of(sig.differ, hits)
     places = sorted(set().union(*(h.places for h in hits)))
     if len(places) > 1:
         found["seen_on"] = places[:16]
@@ -196,7 +154,7 @@ def _hypotheses(scan: Scanner, sigs: tuple[Signature, ...]) -> list[Hypothesis]:
     for sig in sigs:
         if sig.kind in ("echo", "hang"):  # hang facts weigh only in a hang (hung.py)
             continue
-        hits = _matched(sig, scan)
+        hits = matched(sig, scan)
         if hits:
             by_cat.setdefault(sig.category, Hypothesis(sig.category)).items.append((sig, hits))
     for hyp in by_cat.values():
@@ -226,7 +184,7 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
             conf *= 0.4  # a consequence or a circumstance, with a cause in sight
         sig, hits = hyp.items[0]
         ev = _evidence(sig, hits, scan)
-        ev["supporting"] = [dict(_line_dict(h.line), signature=s.id)
+        ev["supporting"] = [dict(line_dict(h.line), signature=s.id)
                             for s, hs in hyp.items[:5] for h in hs[:1]]
         scored.append((is_cause, conf, Finding(
             id=sig.id, category=hyp.category, confidence=min(conf, 0.99), title=_(sig.title),
@@ -256,8 +214,11 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
         f.category == "nccl_timeout_or_desync" for f in findings)
     hang = hang_findings(scan, sigs, top, stacks) if (hung or timed_out or not failed) else []
     if hung or timed_out:
+        # what the launch saw in every rank's stack comes first; the log's own findings next
+        stack = [f for f in hang if f.evidence.get("basis") == "stacks"]
         present = {f.category for f in findings}
-        findings = (findings + [f for f in hang if f.category not in present])[:top]
+        findings = (stack + findings + [f for f in hang if f not in stack
+                                        and f.category not in present])[:top]
     report = Report(findings, scan.decisive.lines(),
                     NEXT_CHECKS if failed else SILENT_CHECKS, failed or hung,
                     first_failure(scan, findings), hung=hung,
@@ -279,13 +240,13 @@ def statistical_findings(scan: Scanner, enabled: bool | None = None) -> list[Fin
         words = [f for f, _line in guess["features"]]
         first = min((line for _f, line in guess["features"]), key=lambda ln: (ln.source,
                                                                               ln.number))
-        evidence = dict(_line_dict(first), statistical=True, probability=guess["probability"],
+        evidence = dict(line_dict(first), statistical=True, probability=guess["probability"],
                         words=words)
         seen, supporting = set(), []
         for f, line in guess["features"]:
             if (line.source, line.number) not in seen:
                 seen.add((line.source, line.number))
-                supporting.append(dict(_line_dict(line), word=f))
+                supporting.append(dict(line_dict(line), word=f))
         evidence["supporting"] = supporting
         out.append(Finding(
             id="statistical-guess", category=guess["category"], confidence=guess["confidence"],
@@ -321,7 +282,7 @@ def first_failure(scan: Scanner, findings: list[Finding]) -> dict:
                                 not ln.where[-1:].isdigit(),
                                 ln.time if timed else 0, ln.source, ln.number))
     if firsts:
-        out.update(_line_dict(firsts[0]))
+        out.update(line_dict(firsts[0]))
     return out
 
 

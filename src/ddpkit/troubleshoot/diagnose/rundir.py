@@ -97,10 +97,9 @@ def diagnose_dir(directory: Path, hung: bool = False) -> Report:
             where = path.stem
         with open(path, "rb") as f:
             feed_stream(scan, f, source=path.name, where=where)
-    stacks = record_stacks(directory)
-    # Ctrl-C on a silent run: the launch took the stacks first (they say why: "SIGINT")
-    stopped_silent = record_state(directory) == "interrupted" and bool((stacks or {}).get("why"))
-    report = analyse(scan, sigs, hung=hung or record_state(directory) == "hung" or stopped_silent,
-                     stacks=stacks)
+    # a run the launch stopped as hung: its stacks outweigh the logs (an interrupted run is
+    # the user's own stop, not a verdict)
+    report = analyse(scan, sigs, hung=hung or record_state(directory) == "hung",
+                     stacks=record_stacks(directory))
     report.first_failure["files"] = len(files)
     return report

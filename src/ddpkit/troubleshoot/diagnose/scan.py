@@ -21,7 +21,6 @@ CHUNK_CHARS = 2_000_000
 FIRST_LINES = 60  # read one by one: the command that was run is there
 TAIL_LINES = 40  # kept per source: the last lines before a silence
 MODEL_LINES = 400  # lines kept for the statistical fallback
-ONCE_CAP = 64  # lines per chunk picked for a word whose regexes need one hit only
 # Marks of lines the Python-exception and decisive-line readers need, besides error words.
 MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "killed", "abort",
          "denied", "refused", "timed out", "timeout",
@@ -174,7 +173,8 @@ class Scanner:
             if not lines:
                 continue
             last, code = lines[-1], ""
-            if "retrying" in last.text.lower():  # the source ends still trying to connect
+            low = last.text.lower()
+            if "retrying" in low and ("connect" in low or "socket" in low):  # still trying
                 self.feed(f"{RETRY_MARK} {last.text.strip()}", last.number, last.source,
                           last.where)
             frame = FRAME.match(last.text)
@@ -260,18 +260,23 @@ class Scanner:
         # The lines holding one of them as a substring: str.find per word (C-level, far
         # cheaper than one regex of alternatives, which tries them at every character).
         spans: dict[int, int] = {}  # start -> end of each line to read, in text
+        # start -> the regexes it was picked for, where each needs one hit only ("p2p" of the
+        # hang facts, on every channel line of a healthy NCCL log): once they all had it, the
+        # chunk's later lines picked for them alone are skipped. None: a line to read anyway.
+        only: dict[int, set | None] = {}
         size = len(low)
         for word in _trigger(frozenset(present)):
-            # A word only regexes that need one hit gate on ("p2p": the hang facts) picks its
-            # first ONCE_CAP lines of a chunk, not the thousand channel lines of a healthy log.
-            left = ONCE_CAP if self._once_only(word, present) else -1
+            rxs = self._once_only(word, present)
             at = low.find(word)
-            while at >= 0 and left != 0:
+            while at >= 0:
                 start = low.rfind("\n", 0, at) + 1
                 end = low.find("\n", at)
                 end = size if end < 0 else end
                 spans[start] = end
-                left -= 1
+                if rxs is None:
+                    only[start] = None
+                elif only.get(start, set()) is not None:
+                    only.setdefault(start, set()).update(rxs)
                 at = low.find(word, end + 1) if end < size else -1
         picked: dict[int, tuple[int, int]] = {}  # line number -> (start, end) in text
         counted, at = 0, number
@@ -286,23 +291,34 @@ class Scanner:
             end = len(low) if end < 0 else end
             at = number + low.count("\n", 0, start)
             picked[at] = (start, end)
-            self._pick_following(low, end, at, picked)
+            only[start] = None
+            self._pick_following(low, end, at, picked, only=only)
             root = low.find(ROOT_MARK, end)
         key = source + "|" + where
         seen = self._seen.get(key, 0)
         if seen < FIRST_LINES:
-            self._pick_following(low, -1, number - 1, picked, FIRST_LINES - seen)
+            self._pick_following(low, -1, number - 1, picked, FIRST_LINES - seen, only=only)
             self._seen[key] = FIRST_LINES
         for at in sorted(picked):
             start, end = picked[at]
+            rxs = only.get(start)
+            if rxs is not None and done.issuperset(rxs):
+                continue  # every regex it was picked for already had its hit
             self.feed(text[start:end], at, source, where)
         return self._keep_tail(text, number, source, where)
 
-    def _once_only(self, word: str, present: list[str]) -> bool:
-        """Whether every regex a line holding `word` is read for needs only its first hit (a
-        mark or an anchor of its own, which picks lines for other readers, does not)."""
-        regexes = [self.by_word.get(p) for p in present if word in p]
-        return all(rxs is not None and all(self.once[i] for i in rxs) for rxs in regexes)
+    def _once_only(self, word: str, present: list[str]) -> set | None:
+        """The regexes a line holding `word` is read for, when each needs only its first hit;
+        None when one needs more, or when a mark or an anchor of its own picks lines for other
+        readers."""
+        out: set = set()
+        for p in present:
+            if word in p:
+                rxs = self.by_word.get(p)
+                if rxs is None or not all(self.once[i] for i in rxs):
+                    return None
+                out.update(rxs)
+        return out
 
     def _keep_tail(self, text: str, number: int, source: str, where: str) -> int:
         last = number + text.count("\n")
@@ -314,8 +330,9 @@ class Scanner:
         return last + 1
 
     @staticmethod
-    def _pick_following(low: str, end: int, at: int, picked: dict, count: int = 8) -> None:
-        """Add the `count` lines after the line ending at `end` (numbered `at`)."""
+    def _pick_following(low: str, end: int, at: int, picked: dict, count: int = 8,
+                        only: dict | None = None) -> None:
+        """Add the `count` lines after the line ending at `end` (numbered `at`), to be read."""
         for _ in range(count):
             start = end + 1
             if start > len(low) or (start == len(low) and end >= 0):
@@ -324,6 +341,8 @@ class Scanner:
             end = len(low) if end < 0 else end
             at += 1
             picked.setdefault(at, (start, end))
+            if only is not None:
+                only[start] = None
 
     def hit(self, rx: re.Pattern) -> Hit | None:
         return self.hits.get(self.index[rx.pattern])
