@@ -457,6 +457,13 @@ def test_no_regex_is_gated_on_a_word_every_log_has():
 
 # Families every distributed user meets, each in the wording of more than one release/tool.
 @pytest.mark.parametrize("category, log", [
+    # the launcher's --local_rank refused by the script's own argument parser, in each library
+    ("launcher_misuse", ["absl.flags._exceptions.UnrecognizedFlagError: Unknown command line "
+                         "flag 'local_rank'"]),
+    ("launcher_misuse", ["Error: No such option: --local_rank"]),
+    ("launcher_misuse", ["train.py: error: Unrecognized arguments: --local-rank=0"]),
+    ("launcher_misuse", ["ValueError: Some specified arguments are not used by the "
+                         "HfArgumentParser: ['--local-rank=0']"]),
     ("ddp_usage_error", ["AttributeError: 'DistributedDataParallel' object has no attribute 'backbone'"]),
     ("ddp_usage_error", ["AttributeError: 'DataParallel' object has no attribute 'generate'"]),
     ("ddp_usage_error", ['RuntimeError: Error(s) in loading state_dict for ResNet:',
