@@ -83,6 +83,8 @@ def read_info(path: Path) -> RunInfo | None:
         rec = json.loads((path / "record.json").read_text())
     except (OSError, ValueError):
         return None
+    if not isinstance(rec, dict):  # not a record ddpkit wrote
+        return None
     state = rec.get("state", "lost")
     if state == "running" and not _alive(rec.get("launcher_pid")):
         state = "lost"  # the launcher was killed before it could write its summary

@@ -52,3 +52,13 @@ def matched(sig: Signature, scan: Scanner) -> list[Hit] | None:
 
 def values_of(group: str, hits: list[Hit]) -> list[str]:
     return sorted(set().union(*(h.values.get(group, ()) for h in hits)))
+
+
+def all_matches(sigs: tuple[Signature, ...], scan: Scanner) -> dict[str, tuple[Signature, list[Hit]]]:
+    """Every signature that matched, by id, with its hits: computed once per diagnosis."""
+    out = {}
+    for sig in sigs:
+        hits = matched(sig, scan)
+        if hits:
+            out[sig.id] = (sig, hits)
+    return out

@@ -14,7 +14,7 @@ the log: a straggler, a rendezvous that never completed, or every rank in its ow
 from __future__ import annotations
 
 from ddpkit.i18n import _
-from ddpkit.troubleshoot.diagnose.evidence import Finding, line_dict, matched
+from ddpkit.troubleshoot.diagnose.evidence import Finding, line_dict
 from ddpkit.troubleshoot.diagnose.kb import Signature, hang_causes, hang_settings, stack_causes
 from ddpkit.troubleshoot.diagnose.scan import Scanner
 from ddpkit.troubleshoot.stacks import WAITING
@@ -22,19 +22,16 @@ from ddpkit.troubleshoot.stacks import WAITING
 COMPLETED, RETRYING = "hang-run-completed", "hang-log-ends-retrying"
 
 
-def hang_findings(scan: Scanner, sigs: tuple[Signature, ...], top: int = 3,
+def hang_findings(scan: Scanner, found: dict[str, tuple[Signature, list]], top: int = 3,
                   stacks: dict | None = None) -> list[Finding]:
-    """Up to `top` causes of a hang, likeliest first (kind "hang"). `stacks`: what the launch
-    saw in every rank's stack (summary.json's "stacks", see clean_stacks); a cause they name
-    comes first, with evidence["basis"] == "stacks"."""
+    """Up to `top` causes of a hang, likeliest first (kind "hang"). `found`: the signatures
+    that matched (evidence.all_matches); `stacks`: what the launch saw in every rank's stack
+    (summary.json's "stacks", see clean_stacks); a cause they name comes first, with
+    evidence["basis"] == "stacks"."""
     stacks = clean_stacks(stacks)
     seen = stack_finding(stacks)
-    facts = {}
-    for sig in sigs:
-        if sig.kind in ("hang", "fact") and sig.id != COMPLETED:
-            hits = matched(sig, scan)
-            if hits:
-                facts[sig.id] = (sig, hits)
+    facts = {sid: m for sid, m in found.items()
+             if m[0].kind in ("hang", "fact") and sid != COMPLETED}
     # every rank waits in the same collective and none is behind: not a desync, the collective
     # itself does not complete (the transport: P2P, an interface, a firewall)
     groups = stacks.get("groups", [])
@@ -140,15 +137,11 @@ def stack_finding(stacks: dict) -> Finding | None:
                    kind="hang", first_line=0)
 
 
-def completed(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
+def completed(found: dict) -> bool:
     """The log shows the run's end: no "if the run hung" for it."""
-    return _seen(scan, sigs, COMPLETED)
+    return COMPLETED in found
 
 
-def stuck_connecting(scan: Scanner, sigs: tuple[Signature, ...]) -> bool:
+def stuck_connecting(found: dict) -> bool:
     """A source ends retrying a connection: the run hung there, whatever the user says."""
-    return _seen(scan, sigs, RETRYING)
-
-
-def _seen(scan: Scanner, sigs: tuple[Signature, ...], sid: str) -> bool:
-    return any(matched(sig, scan) for sig in sigs if sig.id == sid)
+    return RETRYING in found

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ddpkit.i18n import N_, _
-from ddpkit.troubleshoot.diagnose.evidence import Finding, line_dict, matched, values_of
+from ddpkit.troubleshoot.diagnose.evidence import Finding, all_matches, line_dict, values_of
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
 from ddpkit.troubleshoot.diagnose.lines import normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import PLAIN_TYPES, PyException
@@ -149,13 +149,10 @@ def _script_finding(exc: PyException, conf: float, echoes: bool, same: int) -> F
                    "tutorial/errors.html", explanation=_('The script itself raised an exception that is not a distributed failure; the ranks that kept running then waited for the one that died.'), kind="cause", first_line=exc.line.number)
 
 
-def _hypotheses(scan: Scanner, sigs: tuple[Signature, ...]) -> list[Hypothesis]:
+def _hypotheses(found: dict[str, tuple[Signature, list[Hit]]]) -> list[Hypothesis]:
     by_cat: dict[str, Hypothesis] = {}
-    for sig in sigs:
-        if sig.kind in ("echo", "hang"):  # hang facts weigh only in a hang (hung.py)
-            continue
-        hits = matched(sig, scan)
-        if hits:
+    for sig, hits in found.values():
+        if sig.kind not in ("echo", "hang"):  # hang facts weigh only in a hang (hung.py)
             by_cat.setdefault(sig.category, Hypothesis(sig.category)).items.append((sig, hits))
     for hyp in by_cat.values():
         hyp.items.sort(key=lambda it: (it[0].kind != "cause", -it[0].weight, it[1][0].line.number))
@@ -170,8 +167,9 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
 
     sigs = sigs or signatures()
     scan.finish()
-    hung = hung or stuck_connecting(scan, sigs)
-    hyps = _hypotheses(scan, sigs)
+    found = all_matches(sigs, scan)
+    hung = hung or stuck_connecting(found)
+    hyps = _hypotheses(found)
     cause_lines = {(h.line.source, h.line.number) for hyp in hyps for sig, hits in hyp.items
                    if sig.kind == "cause" for h in hits}
     script = _script_error(scan, cause_lines)
@@ -212,7 +210,7 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     # causes of a hang follow the timeout (the timeout says that it hung, not why).
     timed_out = bool(findings) and not any(c for c, _unused, _unused in scored) and any(
         f.category == "nccl_timeout_or_desync" for f in findings)
-    hang = hang_findings(scan, sigs, top, stacks) if (hung or timed_out or not failed) else []
+    hang = hang_findings(scan, found, top, stacks) if (hung or timed_out or not failed) else []
     if hung or timed_out:
         # what the launch saw in every rank's stack comes first; the log's own findings next
         stack = [f for f in hang if f.evidence.get("basis") == "stacks"]
@@ -222,7 +220,7 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     report = Report(findings, scan.decisive.lines(),
                     NEXT_CHECKS if failed else SILENT_CHECKS, failed or hung,
                     first_failure(scan, findings), hung=hung,
-                    if_hung=[] if (failed or hung or completed(scan, sigs)) else hang)
+                    if_hung=[] if (failed or hung or completed(found)) else hang)
     if report.failed and not findings:
         report.findings = statistical_findings(scan) + [unknown_finding(report)]
     return report

@@ -55,7 +55,10 @@ def _json(path: Path) -> dict:
 
 def record_state(directory: Path) -> str:
     """How the run ended by its record ("hung": launch --hang-timeout stopped it), or ""."""
-    return str(_json(directory / "record.json").get("state", ""))
+    from ddpkit.launch.runs import read_info
+
+    info = read_info(directory)
+    return info.state if info else ""
 
 
 def record_stacks(directory: Path) -> dict | None:

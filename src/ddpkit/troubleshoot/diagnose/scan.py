@@ -29,7 +29,7 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          "f memory", "d symbol", "t open file", "o module named")
 ROOT_MARK = "root cause (first observed failure)"
 CUT_MARK = "(traceback cut off)"
-RETRY_MARK = "(log ends retrying)"  # a source whose last line is a connection being retried
+LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped on is a fact
 ROOT_CAUSE = re.compile(r"\s*(?P<key>rank|host|time)\s*: (?P<value>\S+)")
 
 
@@ -101,7 +101,10 @@ class Scanner:
         # (source, where, number) -> the line as printed, where `english` changed it (shown)
         self.originals: dict[tuple[str, str, int], str] = {}
 
-    def feed(self, raw: str, number: int, source: str = "", where: str = "") -> None:
+    def feed(self, raw: str, number: int, source: str = "", where: str = "",
+             regexes_only: bool = False) -> None:
+        """One line read one by one. `regexes_only`: a line fed again as a fact (finish()),
+        which the exception, decisive-line and model readers already saw."""
         line = normalise(raw, number, source, where)
         if self.originals:
             printed = self.originals.get((source, where, number))
@@ -148,6 +151,8 @@ class Scanner:
                     hit.places.add(line.where)
                 if self.gate and (self.once[i] or len(hit.places) >= 64):
                     self.done.add(i)
+        if regexes_only:
+            return
         self.tracebacks.feed(line)
         errors = self.decisive.errors
         self.decisive.feed(line, low)
@@ -159,9 +164,9 @@ class Scanner:
             self.model_lines.append(line)
 
     def finish(self) -> None:
-        """Facts that no single line holds, fed as lines the signatures can match. A source
-        whose last line retries a connection is stuck there ("(log ends retrying) <line>"). A
-        source that ends inside a traceback (an excerpt cut short, a rank killed while it waited)
+        """Facts that no single line holds, fed as lines the signatures can match. Each
+        source's last line, as "(log ends) <line>" (a connection still being retried there is a
+        run stuck connecting: signatures-hang.toml). A source that ends inside a traceback (an excerpt cut short, a rank killed while it waited)
         says where that rank was: "(traceback cut off) in init_process_group at
         distributed_c10d.py:754: <its code line>", numbered as the last frame's line."""
         if self._finished:
@@ -173,10 +178,8 @@ class Scanner:
             if not lines:
                 continue
             last, code = lines[-1], ""
-            low = last.text.lower()
-            if "retrying" in low and ("connect" in low or "socket" in low):  # still trying
-                self.feed(f"{RETRY_MARK} {last.text.strip()}", last.number, last.source,
-                          last.where)
+            self.feed(f"{LAST_MARK} {last.text.strip()}", last.number, last.source, last.where,
+                      regexes_only=True)
             frame = FRAME.match(last.text)
             if frame is None and len(lines) > 1 and last.text[:1].isspace():
                 last, code = lines[-2], last.text.strip()
