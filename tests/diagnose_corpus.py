@@ -142,7 +142,7 @@ SCENARIOS = [
     Scenario("port-in-use", "port_in_use_or_firewall", {"port": "29511"}, run=port_in_use),
     Scenario("master-not-listening", "rendezvous_master_unreachable", {"port": "29500"},
              needs_cluster=True, run=master_not_listening),
-    Scenario("hostname-loopback", "rendezvous_master_unreachable", {}, needs_cluster=True,
+    Scenario("hostname-loopback", "nccl_interface_selection", {}, needs_cluster=True,
              run=hostname_loopback),
     Scenario("skip-collective", "nccl_timeout_or_desync", {},
              run=lambda _vc=None: torchrun(FAIL / "skip_collective.py")),
@@ -206,7 +206,8 @@ HEADER_KEYS = ("source", "category", "note", "made", "expect", "hung")
 # gathered batch each, by sha1 of the repository, 3 of 5 buckets; the other 2 went to public/, i.e.
 # train); "healthy" logs must yield no finding.
 SPLITS = {"public": "train", "local": "train", "heldout": "heldout", "success": "healthy",
-          "healthy": "healthy", "healthy2": "healthy", "healthy3": "healthy"}  # and every unseen* folder is a split
+          "healthy": "healthy", "healthy2": "healthy", "healthy3": "healthy",
+          "healthy4": "healthy", "healthy5": "healthy"}  # and every unseen* folder is a split
 # of its own name; healthy2 (gathered by two helpers after the message catalogue's rules were
 # written, frozen, first look measured once) joins the healthy pool, as does healthy3 (gathered
 # with unseen11/unseen12 after the hang ranking was written)

@@ -661,3 +661,71 @@ def test_a_system_error_beside_a_refused_connection_is_not_shared_memory():
                          "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled "
                          "system error, NCCL version 2.7.8"])
     assert findings and findings[0].category != "shared_memory_docker", [f.id for f in findings]
+
+
+# Families read from unseen13's first look (pip builds, signals, Slurm scripts, old torch).
+@pytest.mark.parametrize("category, log", [
+    ("launcher_misuse", ['AssertionError: MPI world size 16 does not match torch world size 8"']),
+    ("horovod_specific", ["mpiexec noticed that process rank 0 with PID 0 on node matrix exited on "
+                          "signal 4 (Illegal instruction: 4)."]),
+    ("horovod_specific", ["mpirun noticed that process rank 1 with PID 4242 on node n2 exited on "
+                          "signal 4 (Illegal instruction)."]),
+    ("version_mismatch", ["RuntimeError: ProcessGroupNCCL does not support barrier"]),
+    ("version_mismatch", ["RuntimeError: ProcessGroupNCCL does not support scatter"]),
+    ("ddp_usage_error", ["RuntimeError: ProcessGroupGloo does not support reduce_scatter"]),
+    ("version_mismatch", ["ImportError: /lib64/libstdc++.so.6: version `CXXABI_1.3.11' not found"]),
+    ("version_mismatch", ["ImportError: libc10_cuda.so: cannot open shared object file: No such "
+                          "file or directory"]),
+    ("version_mismatch", ["  Failed building wheel for flash-attn"]),
+    ("horovod_specific", ["ERROR: Command errored out with exit status 1: /usr/bin/python -u -c "
+                          "'import setuptools' install --install-headers "
+                          "/opt/conda/include/python3.8/horovod Check the logs"]),
+    # sbatch runs the script on the first node only
+    ("launcher_misuse", ["#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "module load cuda",
+                         "python train.py --epochs 10"]),
+    ("launcher_misuse", ["#SBATCH -N 4", "torchrun --nnodes 4 --nproc-per-node 8 train.py"]),
+    # the wrapped loopback warning of Gloo: the interface, not the rendezvous
+    ("nccl_interface_selection", [
+        "[rank8] Warning: Unable to resolve hostname to a (local) address. Using the loopback",
+        "        address as fallback. Manually set the network interface with GLOO_SOCKET_IFNAME",
+        "[rank8] Gloo connectFullMesh failed ... timed out connecting: SO_ERROR: Connection refused,"]),
+])
+def test_families_of_the_thirteenth_batch(category, log):
+    findings = diagnose(log)
+    assert findings and findings[0].category == category, [f.id for f in findings]
+
+
+@pytest.mark.parametrize("log", [
+    # srun (or a launcher that reaches the nodes itself) starts every node
+    ["#SBATCH --nodes=2", "srun python train.py"],
+    ["#SBATCH --nodes=2", "srun torchrun --nnodes 2 train.py"],
+    ["#SBATCH --nodes=1", "python train.py"],
+    ["#SBATCH --nodes=2", "deepspeed --hostfile hosts train.py"],
+    # DTensor's own fallback notice is routine
+    ["UserWarning: ProcessGroupGloo does not support reduce_scatter, falling back with all reduce!"],
+])
+def test_families_of_the_thirteenth_batch_stay_quiet(log):
+    assert [f for f in diagnose(log) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line", ["Segmentation fault (core dumped)",
+                                  "Signal 11 (SIGSEGV) received by PID 4242",
+                                  "Fatal Python error: Segmentation fault",
+                                  "Bus error (core dumped)"])
+def test_a_process_killed_by_a_signal_is_a_failure_not_a_clean_log(line):
+    """A crash prints no error word: it is still a failure, answered with its line."""
+    report = diagnose_report(["epoch 1 loss 0.4", line])
+    assert report.to_dict()["category"] != "none"
+    assert report.to_dict()["first_failure"]["text"] == line
+
+
+def test_wide_punctuation_separates_words_for_the_gate():
+    """A Chinese log writes 'error：' and '（...）': the scanner's word gate must cut there, or a
+    regex gated on 'error' never reads the line."""
+    from ddpkit.troubleshoot.diagnose.kb import tokens
+
+    assert tokens("NCCL error：unhandled system error（run with NCCL_DEBUG=INFO）") == [
+        "nccl", "error", "unhandled", "system", "error", "run", "with", "nccl", "debug", "info"]
+    ascii_line = "RuntimeError: NCCL error: unhandled system error, NCCL version 2.7.8"
+    wide_line = "RuntimeError：NCCL error：unhandled system error，NCCL version 2.7.8"
+    assert [f.id for f in diagnose([wide_line])] == [f.id for f in diagnose([ascii_line])] != []

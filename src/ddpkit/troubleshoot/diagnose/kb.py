@@ -34,7 +34,14 @@ COMMON_WORDS = frozenset("""nccl info rank using with from the and for torch cud
 process processgroupnccl connected environment variable complete init channel via comm ring
 trees dataloader worker warning default node set setting function processes userwarning
 create""".split())
-TOKEN_TABLE = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+# Wide punctuation (full-width forms, CJK symbols) separates words as ASCII punctuation does: a
+# Chinese log writes "error：" and "（rank 1）"; any other non-ASCII character is part of a word.
+WIDE_PUNCT = frozenset(map(chr, [*range(0x3000, 0x3020), *range(0xFF01, 0xFF10),
+                                 *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
+                                 *range(0xFF5B, 0xFF66), 0x2018, 0x2019, 0x201C, 0x201D,
+                                 0x2026, 0x2014, 0x00B7]))
+TOKEN_TABLE = str.maketrans({c: " " for c in [*map(chr, range(128)), *WIDE_PUNCT]
+                             if not c.isalnum()})
 
 
 @dataclass(frozen=True)
@@ -203,7 +210,8 @@ def hang_settings() -> dict:
 
 # ---- anchors: a word every matching line contains -------------------------------------------
 def tokens(text: str) -> list[str]:
-    """The words of a line as the gate sees them: ASCII letters and digits, lower case."""
+    """The words of a line as the gate sees them: letters and digits, lower case, cut at white
+    space and at ASCII and wide punctuation."""
     return text.translate(TOKEN_TABLE).lower().split()
 
 

@@ -47,7 +47,8 @@ ERRORISH = re.compile(
     r"Traceback|\b[A-Z]\w*(?:Error|Exception)\b|(?i:\berror\b|\bfailed\b|\bfatal\b|\bkilled\b|"
     r"\baborted\b|permission denied|connection refused|timed out|out of memory|undefined symbol|"
     r"\btimeout\b(?!['\"]?\s*[=:]\s*['\"]?\d|\s*=|\()|exit(?:ed)?(?: with)?(?: status| code):? ?-?[1-9]|"
-    r"exitcode\s*:\s*-?[1-9])")
+    r"exitcode\s*:\s*-?[1-9]|segmentation fault|core dumped|illegal instruction|"
+    r"\bSIG(?:SEGV|BUS|ABRT|ILL|KILL)\b)")
 # Lines that show an error word yet are routine: glog info/warning lines, Python warnings,
 # deprecations, NCCL's INFO chatter, summaries that count zero errors, nccl-tests' table header.
 ROUTINE = re.compile(r"^\[?[IW]\d{4} |(?i:warning|deprecat|will be removed|\b0 errors?\b|"
@@ -81,7 +82,8 @@ COMMAND = re.compile(
 COMMAND_WORDS = ("torchrun", "python", "ddpkit", "mpirun", "mpiexec", "horovodrun", "deepspeed",
                  "accelerate", "srun", "bash", "sh ")
 ERROR_GATE = re.compile("error|traceback|fail|fatal|exception|killed|abort|denied|refused|exit|"
-                        "timed out|timeout|out of memory|undefined symbol")
+                        "timed out|timeout|out of memory|undefined symbol|segmentation fault|"
+                        "core dumped|illegal instruction|sigsegv|sigbus|sigabrt|sigill|sigkill")
 
 
 @dataclass

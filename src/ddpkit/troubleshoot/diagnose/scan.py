@@ -12,7 +12,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE, Signature, anchors, needles, tokens
+from ddpkit.troubleshoot.diagnose.kb import (
+    TOKEN_TABLE,
+    WIDE_PUNCT,
+    Signature,
+    anchors,
+    needles,
+    tokens,
+)
 from ddpkit.troubleshoot.diagnose.lines import Line, english, normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import FRAME, Decisive, Tracebacks
 
@@ -26,7 +33,9 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          "denied", "refused", "timed out", "timeout",
          # infixes, not the whole phrase: a first letter the others already have keeps the
          # regex engine's first-character filter selective ("out of memory", "undefined symbol")
-         "f memory", "d symbol", "t open file", "o module named")
+         "f memory", "d symbol", "t open file", "o module named",
+         # a process killed by a signal says so without any error word ("fault": "default")
+         "n fault", "dumped", "l instruction", "sigsegv", "sigbus", "sigabrt", "sigill", "sigkill")
 ROOT_MARK = "root cause (first observed failure)"
 CUT_MARK = "(traceback cut off)"
 LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped on is a fact
@@ -373,8 +382,8 @@ DIGITS_0 = str.maketrans("123456789", "000000000")
 
 def _in_word(ch: str) -> bool:
     """Whether a character is part of a word as tokens() cuts them: an ASCII letter or digit,
-    or any other character that is not white space."""
-    return ch.isalnum() if ch.isascii() else not ch.isspace()
+    or any other character that is neither white space nor wide punctuation."""
+    return ch.isalnum() if ch.isascii() else not (ch.isspace() or ch in WIDE_PUNCT)
 
 
 def _is_whole(text: str, word: str) -> bool:
