@@ -717,6 +717,10 @@ def test_a_process_killed_by_a_signal_is_a_failure_not_a_clean_log(line):
     report = diagnose_report(["epoch 1 loss 0.4", line])
     assert report.to_dict()["category"] != "none"
     assert report.to_dict()["first_failure"]["text"] == line
+    # and the next check says how to get the stack a native crash did not print
+    assert "PYTHONFAULTHANDLER=1" in report.next_checks[0]
+    assert not any("PYTHONFAULTHANDLER" in c
+                   for c in diagnose_report(["RuntimeError: boom"]).next_checks)
 
 
 def test_wide_punctuation_separates_words_for_the_gate():

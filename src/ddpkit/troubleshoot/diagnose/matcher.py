@@ -10,6 +10,7 @@ it with their confidence cut. A Python error in the user's code that no signatur
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -30,6 +31,13 @@ NEXT_CHECKS = (  # English in JSON; shown translated (N_ marks them for the cata
     N_("ddpkit stacks (while it hangs): where each rank is stuck"),
     N_("rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL and diagnose that log"),
 )
+# A process that died of a signal (a native crash) left no Python traceback: how to get one.
+CRASH = re.compile(r"(?i)segmentation fault|core dumped|illegal instruction|"
+                   r"\bSIG(?:SEGV|BUS|ABRT|ILL)\b|exitcode\s*:\s*-(?:4|6|7|11)\b")
+CRASH_CHECK = N_("a process died of a signal (a native crash, no Python traceback): rerun with "
+                 "PYTHONFAULTHANDLER=1 to print every thread's Python stack at the crash, and "
+                 "compare the torch, CUDA and NCCL builds of every node with `ddpkit check -H "
+                 "<host1>,<host2>`")
 # A log with no error at all may be a run that hung or was killed without a word: what to do
 # next instead of an empty answer (the category stays "none", so a healthy log has no finding).
 SILENT_CHECKS = (
@@ -217,8 +225,11 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
         present = {f.category for f in findings}
         findings = (stack + findings + [f for f in hang if f not in stack
                                         and f.category not in present])[:top]
-    report = Report(findings, scan.decisive.lines(),
-                    NEXT_CHECKS if failed else SILENT_CHECKS, failed or hung,
+    decisive = scan.decisive.lines()
+    checks = NEXT_CHECKS if failed else SILENT_CHECKS
+    if failed and any(CRASH.search(d["text"]) for d in decisive):
+        checks = (CRASH_CHECK, *checks)
+    report = Report(findings, decisive, checks, failed or hung,
                     first_failure(scan, findings), hung=hung,
                     if_hung=[] if (failed or hung or completed(found)) else hang)
     if report.failed and not findings:
