@@ -680,6 +680,11 @@ def test_a_system_error_beside_a_refused_connection_is_not_shared_memory():
     ("horovod_specific", ["ERROR: Command errored out with exit status 1: /usr/bin/python -u -c "
                           "'import setuptools' install --install-headers "
                           "/opt/conda/include/python3.8/horovod Check the logs"]),
+    # the raise in a traceback's code line, its string split in two
+    ("version_mismatch", ['    raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")']),
+    ("version_mismatch", ["RuntimeError: Error building extension 'fused_adam'"]),
+    ("launcher_misuse", ["ValueError: Total number of attention heads (32) must be divisible by "
+                         "tensor parallel size (3)."]),
     # sbatch runs the script on the first node only
     ("launcher_misuse", ["#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "module load cuda",
                          "python train.py --epochs 10"]),
