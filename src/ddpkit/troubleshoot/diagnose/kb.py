@@ -36,10 +36,11 @@ trees dataloader worker warning default node set setting function processes user
 create""".split())
 # Wide punctuation (full-width forms, CJK symbols) separates words as ASCII punctuation does: a
 # Chinese log writes "error：" and "（rank 1）"; any other non-ASCII character is part of a word.
-WIDE_PUNCT = frozenset(map(chr, [*range(0x3000, 0x3020), *range(0xFF01, 0xFF10),
-                                 *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
-                                 *range(0xFF5B, 0xFF66), 0x2018, 0x2019, 0x201C, 0x201D,
-                                 0x2026, 0x2014, 0x00B7]))
+WIDE_PUNCT = frozenset(c for c in map(chr, [*range(0x3000, 0x3020), *range(0xFF01, 0xFF10),
+                                            *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
+                                            *range(0xFF5B, 0xFF66), 0x2018, 0x2019, 0x201C,
+                                            0x201D, 0x2026, 0x2014, 0x00B7])
+                       if not c.isalnum())  # (U+3005 and U+3007 are letters)
 TOKEN_TABLE = str.maketrans({c: " " for c in [*map(chr, range(128)), *WIDE_PUNCT]
                              if not c.isalnum()})
 
