@@ -738,3 +738,18 @@ def test_wide_punctuation_separates_words_for_the_gate():
     ascii_line = "RuntimeError: NCCL error: unhandled system error, NCCL version 2.7.8"
     wide_line = "RuntimeError：NCCL error：unhandled system error，NCCL version 2.7.8"
     assert [f.id for f in diagnose([wide_line])] == [f.id for f in diagnose([ascii_line])] != []
+
+
+def test_torchs_ipv6_store_warnings_are_routine():
+    """torch 2.x tries IPv6 first for the store and warns on a host without it, then connects
+    over IPv4: a correct run that prints these has no failure."""
+    log = ["[W socket.cpp:436] [c10d] The server socket cannot be initialized on [::]:29500 "
+           "(errno: 97 - Address family not supported by protocol).",
+           "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 "
+           "(errno: 99 - Cannot assign requested address).",
+           "epoch 1 loss 0.31", "epoch 2 loss 0.22"]
+    assert diagnose_report(log).to_dict()["category"] == "none"
+    # the server failing to bind an address that is not this machine's is a failure
+    bind = ["[E socket.cpp:957] [c10d] The server socket has failed to bind to 10.0.0.5:29500 "
+            "(errno: 99 - Cannot assign requested address)."]
+    assert diagnose_report(bind).to_dict()["category"] != "none"

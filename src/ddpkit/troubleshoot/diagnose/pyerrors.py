@@ -54,7 +54,9 @@ ERRORISH = re.compile(
 ROUTINE = re.compile(r"^\[?[IW]\d{4} |(?i:warning|deprecat|will be removed|\b0 errors?\b|"
                      r"no errors?|errors?: 0|#\s*wrong|algbw\s+busbw|error_file: <N/A>|help message|"
                      r"help / error messages|libibverbs|libnccl-net|NET/Plugin|"
-                     r"could not find a path for pattern|nvmlwrap\.cc|may affect performance)|"
+                     r"could not find a path for pattern|nvmlwrap\.cc|may affect performance|"
+                     r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - cannot "
+                     r"assign requested address\)|cannot be initialized on \[::\]:\d+ \(errno: 97 - )|"
                      r"NCCL INFO|\bINFO\b")
 # ROUTINE, fast: its case-insensitive alternatives try every one at each character (1.7 ms on
 # a 4000-character line); on an ASCII line the same test is a few substring tests.
@@ -64,8 +66,12 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
                  # NCCL's NVML queries that a container or a Jetson cannot answer: it goes on
                  "nvmlwrap.cc", "may affect performance")
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b")
-# (nccl-tests' table header: older releases name the check column "error", not "#wrong")
-ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw")
+# (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
+# 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless)
+ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw|"
+                           r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - "
+                           r"cannot assign requested address\)|"
+                           r"cannot be initialized on \[::\]:\d+ \(errno: 97 - ")
 
 
 def routine(text: str) -> bool:
