@@ -753,3 +753,16 @@ def test_torchs_ipv6_store_warnings_are_routine():
     bind = ["[E socket.cpp:957] [c10d] The server socket has failed to bind to 10.0.0.5:29500 "
             "(errno: 99 - Cannot assign requested address)."]
     assert diagnose_report(bind).to_dict()["category"] != "none"
+
+
+def test_an_error_word_beside_a_run_that_completed_is_no_failure():
+    """A metrics logger's ERROR in a run torchrun reports finished is not a failed run; the
+    same line in a log that does not show the end stays `unknown` with its lines."""
+    noise = "wandb: ERROR Failed to sample metric: Not Supported"
+    done = ("INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
+            "finished. Waiting 300 seconds for other agents to finish.")
+    assert diagnose_report(["epoch 3 loss 0.12", noise, done]).to_dict()["category"] == "none"
+    assert diagnose_report(["epoch 3 loss 0.12", noise]).to_dict()["category"] == "unknown"
+    # an exception is a failure, whatever the end says
+    crashed = ['  File "train.py", line 57, in <module>', "KeyError: 'image'", done]
+    assert diagnose_report(crashed).to_dict()["category"] == "script_error"

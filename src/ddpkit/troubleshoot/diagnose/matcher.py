@@ -211,9 +211,11 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     findings = [f for _unused, _unused, f in scored[:top]]
     scan.decisive.set_tails([normalise(raw, number, source, where) for q in scan.tail_raw.values()
                              for number, raw, source, where in q])
-    # A traceback frame is a failure even when the excerpt lost the exception line.
-    failed = bool(findings) or scan.decisive.errors > 0 or bool(scan.tracebacks.exceptions) \
-        or scan.tracebacks.saw_frames
+    # A traceback frame is a failure even when the excerpt lost the exception line. An error
+    # word alone is not, in a log that shows the run's end (torchrun's finished worker group,
+    # nccl-tests' average bandwidth): a metrics logger's "ERROR" beside a run that completed.
+    failed = bool(findings) or bool(scan.tracebacks.exceptions) or scan.tracebacks.saw_frames \
+        or (scan.decisive.errors > 0 and not completed(found))
     # A collective that timed out with no cause in sight is a hang that was cut short: the
     # causes of a hang follow the timeout (the timeout says that it hung, not why).
     timed_out = bool(findings) and not any(c for c, _unused, _unused in scored) and any(
