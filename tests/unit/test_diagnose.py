@@ -766,3 +766,18 @@ def test_an_error_word_beside_a_run_that_completed_is_no_failure():
     # an exception is a failure, whatever the end says
     crashed = ['  File "train.py", line 57, in <module>', "KeyError: 'image'", done]
     assert diagnose_report(crashed).to_dict()["category"] == "script_error"
+
+
+def test_an_exception_python_ignored_is_not_the_scripts_failure():
+    """'Exception ignored in: <...__del__>' and its traceback: Python printed it and went on."""
+    log = ["Epoch 3: 100%| 500/500 loss=0.123",
+           "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f8b2c1d3e50>",
+           "Traceback (most recent call last):",
+           '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", '
+           "line 1437, in _shutdown_workers",
+           "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_workers_status'",
+           "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
+           "finished. Waiting 300 seconds for other agents to finish."]
+    assert diagnose_report(log).to_dict()["category"] == "none"
+    # without that first line the same traceback is the script's
+    assert diagnose_report(log[:1] + log[2:]).to_dict()["category"] == "script_error"

@@ -148,18 +148,30 @@ class Tracebacks:
         self.exceptions: list[PyException] = []
         self.saw_frames = False
         self.limit = limit
+        # Sources whose current traceback follows "Exception ignored in: ...": Python printed
+        # it from a __del__ or an atexit hook and went on; the process did not die of it.
+        self.ignored: set[str] = set()
+        self._ignore_next: set[str] = set()
 
     def feed(self, line: Line) -> None:
         text = line.text
         key = line.source + "|" + line.where
+        if text.startswith("Exception ignored in"):
+            self._ignore_next.add(key)
+            return
         if text.startswith("Traceback (most recent call last)"):
             self.frames[key] = []
+            if key in self._ignore_next:
+                self.ignored.add(key)
+            else:
+                self.ignored.discard(key)
+            self._ignore_next.discard(key)
             return
         stack = self.frames.get(key)
         if "File \"" in text:
             m = FRAME.match(text)
             if m:  # a SyntaxError shows its frame without a "Traceback" line
-                self.saw_frames = True
+                self.saw_frames = self.saw_frames or key not in self.ignored
                 if stack is None:
                     stack = self.frames[key] = []
                 stack.append((m["path"], int(m["line"]), m["func"] or ""))
@@ -177,6 +189,10 @@ class Tracebacks:
         m = EXCEPTION.match(text) if ("Error" in text or "Exception" in text
                                       or "Exit" in text or "Interrupt" in text
                                       or "StopIteration" in text) else None
+        if m and key in self.ignored:  # the ignored traceback's exception: not a failure
+            self.ignored.discard(key)
+            self.frames.pop(key, None)
+            return
         if m and len(self.exceptions) < self.limit:
             self.exceptions.append(PyException(line, m["type"], m["msg"] or "",
                                                list(stack or [])))
