@@ -266,3 +266,14 @@ def test_the_cli_says_if_it_hung_and_with_hung_says_it_did(tmp_path):
 def test_a_hang_cause_must_name_real_categories_and_facts(raw, message):
     with pytest.raises(KnowledgeBaseError, match=message):
         parse_hang_causes([raw], {"hang-one-gpu"})
+
+
+def test_a_hang_with_a_file_store_is_the_rendezvous_first():
+    """init_method file://: a stale or unshared file keeps init_process_group waiting."""
+    log = ["init method: file://distributed.dpt", "backend: nccl", "rank: 0", "n_gpus: 4"]
+    report = diagnose_report(log, hung=True)
+    assert report.findings[0].category == "rendezvous_master_unreachable", [
+        f.category for f in report.findings]
+    assert "file" in report.findings[0].evidence["facts"][0]
+    # without the file store the same shape keeps its usual first cause
+    assert diagnose_report(log[1:], hung=True).findings[0].category != "rendezvous_master_unreachable"
