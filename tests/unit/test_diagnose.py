@@ -781,3 +781,10 @@ def test_an_exception_python_ignored_is_not_the_scripts_failure():
     assert diagnose_report(log).to_dict()["category"] == "none"
     # without that first line the same traceback is the script's
     assert diagnose_report(log[:1] + log[2:]).to_dict()["category"] == "script_error"
+
+
+@pytest.mark.parametrize("line", ["wandb: Network error (ReadTimeout), entering retry loop.",
+                                  "wandb: ERROR Failed to sample metric: Not Supported"])
+def test_a_metrics_loggers_retries_are_routine(line):
+    assert diagnose_report(["epoch 1 loss 0.4", line, "epoch 2 loss 0.3"]).to_dict()[
+        "category"] == "none"

@@ -55,6 +55,7 @@ ROUTINE = re.compile(r"^\[?[IW]\d{4} |(?i:warning|deprecat|will be removed|\b0 e
                      r"no errors?|errors?: 0|#\s*wrong|algbw\s+busbw|error_file: <N/A>|help message|"
                      r"help / error messages|libibverbs|libnccl-net|NET/Plugin|"
                      r"could not find a path for pattern|nvmlwrap\.cc|may affect performance|"
+                     r"entering retry loop|failed to sample metric|"
                      r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - cannot "
                      r"assign requested address\)|cannot be initialized on \[::\]:\d+ \(errno: 97 - )|"
                      r"NCCL INFO|\bINFO\b")
@@ -64,7 +65,9 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
                  "error_file: <n/a>", "help message", "help / error messages", "libibverbs",
                  "libnccl-net", "net/plugin", "could not find a path for pattern",
                  # NCCL's NVML queries that a container or a Jetson cannot answer: it goes on
-                 "nvmlwrap.cc", "may affect performance")
+                 "nvmlwrap.cc", "may affect performance",
+                 # a metrics logger (wandb) retrying its upload or skipping a GPU metric
+                 "entering retry loop", "failed to sample metric")
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b")
 # (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
 # 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless)
