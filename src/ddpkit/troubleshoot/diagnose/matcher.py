@@ -10,7 +10,6 @@ it with their confidence cut. A Python error in the user's code that no signatur
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -18,7 +17,7 @@ from ddpkit.i18n import N_, _
 from ddpkit.troubleshoot.diagnose.evidence import Finding, all_matches, line_dict, values_of
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
 from ddpkit.troubleshoot.diagnose.lines import normalise
-from ddpkit.troubleshoot.diagnose.pyerrors import PLAIN_TYPES, PyException
+from ddpkit.troubleshoot.diagnose.pyerrors import CRASH, PLAIN_TYPES, PyException
 from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
 
 __all__ = ["Finding", "Report", "diagnose", "diagnose_text", "normalise", "analyse"]
@@ -32,8 +31,6 @@ NEXT_CHECKS = (  # English in JSON; shown translated (N_ marks them for the cata
     N_("rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL and diagnose that log"),
 )
 # A process that died of a signal (a native crash) left no Python traceback: how to get one.
-CRASH = re.compile(r"(?i)segmentation fault|core dumped|illegal instruction|"
-                   r"\bSIG(?:SEGV|BUS|ABRT|ILL)\b|exitcode\s*:\s*-(?:4|6|7|11)\b")
 CRASH_CHECK = N_("a process died of a signal (a native crash, no Python traceback): rerun with "
                  "PYTHONFAULTHANDLER=1 to print every thread's Python stack at the crash, and "
                  "compare the torch, CUDA and NCCL builds of every node with `ddpkit check -H "

@@ -42,25 +42,22 @@ PLAIN_TYPES = {"KeyError", "ModuleNotFoundError", "ImportError", "SyntaxError", 
                "AssertionError", "ZeroDivisionError", "IndentationError", "UnboundLocalError",
                "NotImplementedError", "RecursionError", "UnicodeDecodeError", "JSONDecodeError",
                "PermissionError", "IsADirectoryError", "StopIteration", "OverflowError"}
+# A process killed by a signal prints no error word; the native crashes among them (not SIGKILL,
+# the OOM killer's) have no Python traceback either (matcher.py's next check for them).
+CRASH_WORDS = r"segmentation fault|core dumped|illegal instruction|\bSIG(?:SEGV|BUS|ABRT|ILL)\b"
+CRASH = re.compile(r"(?i)" + CRASH_WORDS + r"|exitcode\s*:\s*-(?:4|6|7|11)\b")
 # (Each alternative holds one of the scanner's MARKS, so the lines it reads include them all.)
 ERRORISH = re.compile(
     r"Traceback|\b[A-Z]\w*(?:Error|Exception)\b|(?i:\berror\b|\bfailed\b|\bfatal\b|\bkilled\b|"
     r"\baborted\b|permission denied|connection refused|timed out|out of memory|undefined symbol|"
     r"\btimeout\b(?!['\"]?\s*[=:]\s*['\"]?\d|\s*=|\()|exit(?:ed)?(?: with)?(?: status| code):? ?-?[1-9]|"
-    r"exitcode\s*:\s*-?[1-9]|segmentation fault|core dumped|illegal instruction|"
-    r"\bSIG(?:SEGV|BUS|ABRT|ILL|KILL)\b)")
+    r"exitcode\s*:\s*-?[1-9]|\bSIGKILL\b|" + CRASH_WORDS + ")")
 # Lines that show an error word yet are routine: glog info/warning lines, Python warnings,
-# deprecations, NCCL's INFO chatter, summaries that count zero errors, nccl-tests' table header.
-ROUTINE = re.compile(r"^\[?[IW]\d{4} |(?i:warning|deprecat|will be removed|\b0 errors?\b|"
-                     r"no errors?|errors?: 0|#\s*wrong|algbw\s+busbw|error_file: <N/A>|help message|"
-                     r"help / error messages|libibverbs|libnccl-net|NET/Plugin|"
-                     r"could not find a path for pattern|nvmlwrap\.cc|may affect performance|"
-                     r"entering retry loop|failed to sample metric|"
-                     r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - cannot "
-                     r"assign requested address\)|cannot be initialized on \[::\]:\d+ \(errno: 97 - )|"
-                     r"NCCL INFO|\bINFO\b")
-# ROUTINE, fast: its case-insensitive alternatives try every one at each character (1.7 ms on
-# a 4000-character line); on an ASCII line the same test is a few substring tests.
+# deprecations, NCCL's INFO chatter, summaries that count zero errors, nccl-tests' table header,
+# a metrics logger's retries. On an ASCII line the test is a few substring tests
+# (ROUTINE_WORDS, lower case) and two small regexes; ROUTINE, all of them in one regex, reads
+# the other lines (its case-insensitive alternatives try every one at each character: 1.7 ms
+# on a 4000-character line).
 ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0", "errors: 0",
                  "error_file: <n/a>", "help message", "help / error messages", "libibverbs",
                  "libnccl-net", "net/plugin", "could not find a path for pattern",
@@ -75,7 +72,8 @@ ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw|"
                            r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - "
                            r"cannot assign requested address\)|"
                            r"cannot be initialized on \[::\]:\d+ \(errno: 97 - ")
-
+ROUTINE = re.compile(ROUTINE_CASED.pattern + "|(?i:" + "|".join(map(re.escape, ROUTINE_WORDS))
+                     + "|" + ROUTINE_LOWER.pattern + ")")
 
 def routine(text: str) -> bool:
     """ROUTINE.search(text), as a truth value."""
@@ -151,24 +149,18 @@ class Tracebacks:
         self.exceptions: list[PyException] = []
         self.saw_frames = False
         self.limit = limit
-        # Sources whose current traceback follows "Exception ignored in: ...": Python printed
+        # Sources between "Exception ignored in: ..." and that exception's line: Python printed
         # it from a __del__ or an atexit hook and went on; the process did not die of it.
         self.ignored: set[str] = set()
-        self._ignore_next: set[str] = set()
 
     def feed(self, line: Line) -> None:
         text = line.text
         key = line.source + "|" + line.where
         if text.startswith("Exception ignored in"):
-            self._ignore_next.add(key)
+            self.ignored.add(key)
             return
         if text.startswith("Traceback (most recent call last)"):
             self.frames[key] = []
-            if key in self._ignore_next:
-                self.ignored.add(key)
-            else:
-                self.ignored.discard(key)
-            self._ignore_next.discard(key)
             return
         stack = self.frames.get(key)
         if "File \"" in text:
