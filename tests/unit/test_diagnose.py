@@ -788,3 +788,54 @@ def test_an_exception_python_ignored_is_not_the_scripts_failure():
 def test_a_metrics_loggers_retries_are_routine(line):
     assert diagnose_report(["epoch 1 loss 0.4", line, "epoch 2 loss 0.3"]).to_dict()[
         "category"] == "none"
+
+
+# A log as it reaches a thread: through a web page (HTML entities, non-breaking spaces), quoted
+# in a reply, pasted as a markdown code block (fences, or four spaces before every line), or
+# collected by docker compose, kubectl --timestamps, journald or Ray (a prefix on every line).
+KEYERROR = ["torchrun --nproc_per_node=2 train.py",
+            "[rank1]: Traceback (most recent call last):",
+            '[rank1]:   File "/work/train.py", line 57, in <module>',
+            "[rank1]:     x = batch[\"image\"]",
+            "[rank1]: KeyError: 'image'",
+            "E1201 10:00:00.000 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+            "(exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3"]
+PORT = ["[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 "
+        "(errno: 98 - Address already in use).",
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+        "network address. The server socket has failed to bind to [::]:29500 (errno: 98 - "
+        "Address already in use). The server socket has failed to bind to 0.0.0.0:29500 "
+        "(errno: 98 - Address already in use)."]
+PASTED = {
+    "html": lambda ls: [ln.replace('"', "&quot;").replace("'", "&#39;") for ln in ls],
+    "nbsp": lambda ls: [ln.replace(" ", "\u00a0") for ln in ls],
+    "quoted": lambda ls: ["> " + ln for ln in ls],
+    "fenced": lambda ls: ["```text", *ls, "```"],
+    "indented": lambda ls: ["    " + ln for ln in ls],
+    "compose": lambda ls: ["trainer_1  | " + ln for ln in ls],
+    "kubectl": lambda ls: [f"2024-05-01T10:00:0{i % 10}.123456789Z {ln}" for i, ln in enumerate(ls)],
+    "journald": lambda ls: [f"Dec 01 10:00:0{i % 10} gpu01 python[4242]: {ln}"
+                            for i, ln in enumerate(ls)],
+    "ray": lambda ls: ["(RayTrainWorker pid=4242, ip=10.0.0.2) " + ln for ln in ls],
+}
+
+
+@pytest.mark.parametrize("how", sorted(PASTED))
+def test_a_log_pasted_into_a_thread_reads_the_same(how):
+    mangle = PASTED[how]
+    report = diagnose_report(mangle(KEYERROR))
+    assert report.findings[0].category == "script_error", (how, report.findings)
+    assert "KeyError: 'image'" in report.findings[0].title
+    assert diagnose(mangle(PORT))[0].category == "port_in_use_or_firewall", how
+
+
+def test_a_stamp_before_every_traceback_line_is_read_past():
+    stamped = [f"[2024-05-01 10:00:0{i},123] {ln}" for i, ln in enumerate([
+        "Traceback (most recent call last):", '  File "/work/train.py", line 57, in <module>',
+        '    x = batch["image"]', "KeyError: 'image'"])]
+    assert diagnose_report(stamped).findings[0].category == "script_error"
+
+
+def test_a_ray_worker_prefix_says_where_the_line_came_from():
+    line = normalise("(RayTrainWorker pid=4242, ip=10.0.0.2) RuntimeError: boom", 1)
+    assert (line.text, line.where) == ("RuntimeError: boom", "10.0.0.2 pid 4242")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import html
 import re
 from dataclasses import dataclass
 
@@ -20,7 +21,60 @@ PREFIXES = (
     re.compile(r"\[default(?P<local>\d+)\]: ?"),  # torchrun's default tee prefix
     re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"),  # mpirun/horovodrun
     re.compile(r"(?P<rank>\d+): "),  # srun -l
+    # Ray's worker prefix: "(RayTrainWorker pid=1234, ip=10.0.0.1) "
+    re.compile(r"\((?:[A-Za-z_][\w.:]* )?pid=(?P<pid>\d+)(?:, ip=(?P<host>[\w.:\-]+))?[^)]{0,80}\) "),
+    re.compile(r"(?P<host>[\w.\-]+?[_-]\d+)\s+\| "),  # docker compose: "trainer_1  | "
 )
+# What a web page or a log collector adds to every line of a log pasted into a thread: HTML
+# entities (&quot;), non-breaking and other wide spaces, e-mail/markdown quote marks ("> "),
+# markdown code fences (a fence is no line of the log: blank it, so the log's last line stays its
+# own), and the collector's timestamp (`kubectl logs --timestamps`, `docker logs -t`: RFC 3339 with a
+# "T"; journald/syslog: "Dec 01 10:00:01 host python[123]: "). Removed chunk by chunk, before
+# anything reads the text (each test below is one C-level scan of the chunk).
+ENTITY = re.compile(r"&(?:#\d{1,5}|#x[0-9a-fA-F]{1,4}|quot|amp|lt|gt|apos|nbsp);")
+SPACES = str.maketrans({c: " " for c in "\u00a0\u2002\u2003\u2007\u2009\u200a\u202f\u205f"})
+QUOTED = re.compile(r"(?m)^(?:> ?)+")
+FENCE = re.compile(r"(?m)^[ \t]*(?:```|~~~)[\w+\-]*[ \t]*$")
+COLLECTOR = re.compile(
+    r"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |"
+    r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-/]+(?:\[\d+\])?: ")
+
+
+def _unescape(m: re.Match) -> str:
+    char = html.unescape(m.group())
+    return char if char.isprintable() else m.group()  # &#10; stays: lines keep their numbers
+
+
+def clean(text: str) -> str:
+    """A chunk of lines without what a web page or a log collector added to it (ENTITY...)."""
+    if "&" in text and ";" in text:
+        text = ENTITY.sub(_unescape, text)
+    if not text.isascii():
+        text = text.translate(SPACES)
+    if text[:1] == ">" or "\n>" in text:
+        text = QUOTED.sub("", text)
+    if "```" in text or "~~~" in text:
+        text = FENCE.sub("", text)
+    if COLLECTOR.match(text.lstrip("\n")[:200]):  # a collector stamps every line, the first too
+        text = COLLECTOR.sub("", text)
+    return text
+
+
+def indent_of(text: str, lines: int = 40) -> str:
+    """The indent every one of a source's first non-blank lines shares ("    " for a log pasted
+    as a markdown code block), "" when they share none."""
+    common = None
+    for line in text.split("\n", lines * 2)[:lines * 2]:
+        if not line.strip():
+            continue
+        lead = line[:len(line) - len(line.lstrip(" \t"))]
+        common = lead if common is None else common[:next(
+            (i for i, (a, b) in enumerate(zip(common, lead)) if a != b), min(len(common), len(lead)))]
+        if not common:
+            return ""
+    return common or ""
+
+
 MAX_LINE = 4000  # longer lines are cut: no regex ever sees an unbounded line
 
 # Timestamps at the start of a line (after its prefixes): ISO / Python logging, and glog
@@ -94,8 +148,10 @@ def _prefixes_for(text: str) -> tuple:
         return PREFIXES[2:3]
     if head[:1] == "[":
         return PREFIXES[3:4]
+    if head == "(p" or (head[:1] == "(" and "pid=" in text[:60]):
+        return PREFIXES[5:6]
     if " | " in text[:80]:
-        return PREFIXES[0:1] + (PREFIXES[4:5] if head[:1].isdigit() else ())
+        return PREFIXES[0:1] + (PREFIXES[4:5] if head[:1].isdigit() else ()) + PREFIXES[6:7]
     return PREFIXES[4:5] if head[:1].isdigit() else ()
 
 
@@ -104,7 +160,7 @@ def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:
     text = ANSI.sub("", raw) if ("\x1b" in raw or raw[:1] == "[") else raw
     found: dict[str, str] = {}
     # Every prefix starts with "[" or a digit, or holds " | " early: most lines have none.
-    changed = bool(text) and (text[0] == "[" or text[0].isdigit() or " | " in text[:80])
+    changed = bool(text) and (text[0] in "[(" or text[0].isdigit() or " | " in text[:80])
     while changed and text:
         changed = False
         for rx in _prefixes_for(text):
@@ -123,6 +179,8 @@ def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:
         label = f"rank {found['rank']}"
     elif "local" in found:
         label = f"local rank {found['local']}"
+    elif "pid" in found:
+        label = f"{found['host']} pid {found['pid']}" if "host" in found else f"pid {found['pid']}"
     elif "host" in found:
         label = found["host"]
     stamp = timestamp(text) if text[:1] in "[0123456789IWEF" else None

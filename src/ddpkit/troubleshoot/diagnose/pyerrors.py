@@ -67,8 +67,9 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
                  "entering retry loop", "failed to sample metric")
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b")
 # (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
-# 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless)
-ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw|"
+# 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless; a
+# prompt that waits a while for an answer, "Enter your choice: (30 second timeout)")
+ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw|\(\d+ ?(?:seconds?|secs?|s) timeout\)|"
                            r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - "
                            r"cannot assign requested address\)|"
                            r"cannot be initialized on \[::\]:\d+ \(errno: 97 - ")
@@ -91,6 +92,10 @@ COMMAND_WORDS = ("torchrun", "python", "ddpkit", "mpirun", "mpiexec", "horovodru
 ERROR_GATE = re.compile("error|traceback|fail|fatal|exception|killed|abort|denied|refused|exit|"
                         "timed out|timeout|out of memory|undefined symbol|segmentation fault|"
                         "core dumped|illegal instruction|sigsegv|sigbus|sigabrt|sigill|sigkill")
+
+
+TRACEBACK = "Traceback (most recent call last)"
+DIGITS_0 = str.maketrans("123456789", "000000000")
 
 
 @dataclass
@@ -152,14 +157,25 @@ class Tracebacks:
         # Sources between "Exception ignored in: ..." and that exception's line: Python printed
         # it from a __del__ or an atexit hook and went on; the process did not die of it.
         self.ignored: set[str] = set()
+        # Source -> what stood before its "Traceback" ("[2024-05-01 10:00:01,123] ", a stamp
+        # some tool put on every line), its digits written 0: cut from the traceback's lines.
+        self.gutter: dict[str, str] = {}
 
     def feed(self, line: Line) -> None:
         text = line.text
         key = line.source + "|" + line.where
+        gutter = self.gutter.get(key)
+        if gutter and text[:len(gutter)].translate(DIGITS_0) == gutter:
+            text = text[len(gutter):]
+        at = text.find(TRACEBACK, 1, 90) if "Traceback" in text[:120] else -1
+        if at > 0 and text[at - 1] in " \t|]>:-" and "traceback" not in text[:at].lower():
+            self.gutter[key] = text[:at].translate(DIGITS_0)
+            self.frames[key] = []
+            return
         if text.startswith("Exception ignored in"):
             self.ignored.add(key)
             return
-        if text.startswith("Traceback (most recent call last)"):
+        if text.startswith(TRACEBACK):
             self.frames[key] = []
             return
         stack = self.frames.get(key)
@@ -193,6 +209,7 @@ class Tracebacks:
                                                list(stack or [])))
         if stack is not None and m:
             self.frames.pop(key, None)
+            self.gutter.pop(key, None)
 
 
 class Decisive:

@@ -20,8 +20,8 @@ from ddpkit.troubleshoot.diagnose.kb import (
     needles,
     tokens,
 )
-from ddpkit.troubleshoot.diagnose.lines import Line, english, normalise
-from ddpkit.troubleshoot.diagnose.pyerrors import FRAME, Decisive, Tracebacks
+from ddpkit.troubleshoot.diagnose.lines import Line, clean, english, indent_of, normalise
+from ddpkit.troubleshoot.diagnose.pyerrors import DIGITS_0, FRAME, Decisive, Tracebacks
 
 MAX_LINE = 4000
 CHUNK_CHARS = 2_000_000
@@ -109,6 +109,8 @@ class Scanner:
         self._finished = False
         # (source, where, number) -> the line as printed, where `english` changed it (shown)
         self.originals: dict[tuple[str, str, int], str] = {}
+        # (source, where) -> the indent all its lines share (a log pasted as a code block)
+        self.indents: dict[tuple[str, str], str] = {}
 
     def feed(self, raw: str, number: int, source: str = "", where: str = "",
              regexes_only: bool = False) -> None:
@@ -227,6 +229,12 @@ class Scanner:
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
+        text = clean(text)
+        if number == 1:  # a source's first chunk says whether every line is indented
+            self.indents[(source, where)] = indent_of(text)
+        indent = self.indents.get((source, where))
+        if indent:
+            text = re.sub("(?m)^" + re.escape(indent), "", text)
         printed = text
         text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
         if text is not printed:
@@ -375,9 +383,6 @@ def _trigger(words: frozenset) -> tuple[str, ...]:
     # Plain substrings (a word-boundary test per hit costs more than the few extra lines it
     # saves); a word that holds another one is redundant (the line is found by the shorter one).
     return tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
-
-
-DIGITS_0 = str.maketrans("123456789", "000000000")
 
 
 def _in_word(ch: str) -> bool:
