@@ -839,3 +839,51 @@ def test_a_stamp_before_every_traceback_line_is_read_past():
 def test_a_ray_worker_prefix_says_where_the_line_came_from():
     line = normalise("(RayTrainWorker pid=4242, ip=10.0.0.2) RuntimeError: boom", 1)
     assert (line.text, line.where) == ("RuntimeError: boom", "10.0.0.2 pid 4242")
+
+
+# The families learnt from batches unseen17-19, each in a wording other than its log's.
+@pytest.mark.parametrize("sig, log", [
+    ("horovod-api-missing", ["AttributeError: module 'horovod.torch' has no attribute 'ProcessSet'"]),
+    ("horovod-api-missing", ["ImportError: cannot import name 'elastic' from 'horovod.torch' "
+                             "(/usr/lib/python3/dist-packages/horovod/torch/__init__.py)"]),
+    ("horovod-optimizer-frames", [
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.8/site-packages/horovod/torch/optimizer.py", line 120, '
+        "in synchronize",
+        "    handle, ctx = self._allreduce_grad_async(p)",
+        "ValueError: unsupported dtype"]),
+    ("host-allocation-failed", ["RuntimeError: [enforce fail at ..\\c10\\core\\impl\\alloc_cpu.cpp:72]"
+                                " data. DefaultCPUAllocator: not enough memory: you tried to "
+                                "allocate 4194304 bytes."]),
+    ("launcher-flags-after-script", [
+        "usage: main.py [-h] [--epochs EPOCHS]",
+        "main.py: error: unrecognized arguments: --nnodes=2 --node_rank=1 --master_addr=10.1.1.1"]),
+    ("env-rendezvous-var-not-set", [
+        "composer.utils.dist.MissingEnvironmentError: Torch distributed is initialized but "
+        "environment variable LOCAL_WORLD_SIZE is not set."]),
+    ("worker-sigkill-host-oom", ["'--save_path', './ckpt/'", "] exits with return code = -9"]),
+    ("ddp-inplace-buffer-broadcast", [
+        "RuntimeError: one of the variables needed for gradient computation has been modified "
+        "by an in-place operation: [torch.cuda.FloatTensor [64]] is at version 3"]),
+])
+def test_families_from_the_seventeenth_batches(sig, log):
+    findings = diagnose(log)
+    assert findings and findings[0].id == sig, [f.id for f in findings]
+
+
+def test_a_failed_first_barrier_is_not_a_preprocessing_wait():
+    log = ['  File "/x/transformers/training_args.py", line 2084, in main_process_first',
+           "    dist.barrier()",
+           "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1331, "
+           "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.5"]
+    assert "main-process-first-barrier" not in [f.id for f in diagnose(log)]
+
+
+def test_an_ipv6_link_local_host_address_is_the_interface():
+    log = ["[c10d] The IPv4 network addresses of (fe80::222:48ff:fe49:ba90, 51391) cannot be "
+           "retrieved (gai error: -9 - Address family for hostname not supported)."]
+    assert diagnose(log)[0].id == "c10d-ipv6-host-address"
+    # a host name that does not resolve is still the rendezvous address
+    dns = ["[c10d] The IPv4 network addresses of (master-0, 29500) cannot be retrieved "
+           "(gai error: -2 - Name or service not known)."]
+    assert diagnose(dns)[0].category == "rendezvous_master_unreachable"

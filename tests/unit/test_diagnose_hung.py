@@ -277,3 +277,20 @@ def test_a_hang_with_a_file_store_is_the_rendezvous_first():
     assert "file" in report.findings[0].evidence["facts"][0]
     # without the file store the same shape keeps its usual first cause
     assert diagnose_report(log[1:], hung=True).findings[0].category != "rendezvous_master_unreachable"
+
+
+def test_a_hang_with_the_ranks_at_different_steps_is_a_desync_first():
+    """Each rank's last progress line names its step: one ran ahead, the others wait."""
+    log = ["[rank0]:torchrun --nproc_per_node 2 train.py",
+           "[rank1]:2025-08-21 11:19:52 INFO Rank 1 batch 88 loss 12.2",
+           "[rank1]:2025-08-21 11:19:52 INFO Rank 1 batch 89 start",
+           "[rank0]:2025-08-21 11:19:52 INFO Rank 0 batch 86 loss 12.3",
+           "[rank0]:2025-08-21 11:19:52 INFO Rank 0 batch 87 start"]
+    report = diagnose_report(log, hung=True)
+    top = report.findings[0]
+    assert top.category == "nccl_timeout_or_desync", [f.category for f in report.findings]
+    assert top.evidence["text"] == "(ranks stopped at different steps) rank 0 at 87, rank 1 at 89"
+    assert top.evidence["where"] == "rank 0"  # the rank behind is the one to look at
+    # ranks at the same step: no such fact, the usual first cause of a one-node hang
+    even = [ln.replace("batch 89", "batch 87").replace("batch 88", "batch 86") for ln in log]
+    assert "hang-ranks-at-different-steps" not in str(diagnose_report(even, hung=True).to_dict())

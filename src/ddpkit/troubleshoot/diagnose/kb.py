@@ -39,7 +39,12 @@ create""".split())
 WIDE_PUNCT = frozenset(c for c in map(chr, [*range(0x3000, 0x3020), *range(0xFF01, 0xFF10),
                                             *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
                                             *range(0xFF5B, 0xFF66), 0x2018, 0x2019, 0x201C,
-                                            0x201D, 0x2026, 0x2014, 0x00B7])
+                                            0x201D, 0x2026, 0x2014, 0x2013, 0x2022, 0x00B7,
+                                            0xFE0F,
+                                            # arrows, box drawing (rich's tracebacks), shapes,
+                                            # dingbats, emoji ("⭐Error message:", "❌ failed")
+                                            *range(0x2190, 0x2200), *range(0x2500, 0x27C0),
+                                            *range(0x2B00, 0x2C00), *range(0x1F300, 0x1FB00)])
                        if not c.isalnum())  # (U+3005 and U+3007 are letters)
 TOKEN_TABLE = str.maketrans({c: " " for c in [*map(chr, range(128)), *WIDE_PUNCT]
                              if not c.isalnum()})

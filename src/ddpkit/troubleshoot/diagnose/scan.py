@@ -39,6 +39,10 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
 ROOT_MARK = "root cause (first observed failure)"
 CUT_MARK = "(traceback cut off)"
 LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped on is a fact
+STEPS_MARK = "(ranks stopped at different steps)"  # from the last lines of each rank
+# A training step, batch or iteration counter as progress lines print it ("step 87", "batch:
+# 88", "iter 1200", "Iteration #12").
+STEP = re.compile(r"(?i)\b(?:step|batch|iter(?:ation)?)\b\s*[:=#]?\s*(\d+)\b")
 ROOT_CAUSE = re.compile(r"\s*(?P<key>rank|host|time)\s*: (?P<value>\S+)")
 
 
@@ -183,11 +187,16 @@ class Scanner:
         if self._finished:
             return
         self._finished = True
+        steps: dict[str, tuple[int, Line]] = {}  # each rank's last step, from the log's ends
         for q in list(self.tail_raw.values()):
             lines = [normalise(raw, number, source, where) for number, raw, source, where in q]
             lines = [ln for ln in lines if ln.text.strip()]
             if not lines:
                 continue
+            for ln in lines:
+                m = STEP.search(ln.text) if ln.where and len(steps) < 256 else None
+                if m:
+                    steps[ln.where] = (int(m.group(1)), ln)
             last, code = lines[-1], ""
             self.feed(f"{LAST_MARK} {last.text.strip()}", last.number, last.source, last.where,
                       regexes_only=True)
@@ -200,6 +209,13 @@ class Scanner:
             text = f"{CUT_MARK} in {frame['func']} at {frame['path'].rsplit('/', 1)[-1]}:" \
                    f"{frame['line']}" + (f": {code}" if code else "")
             self.feed(text, last.number, last.source, last.where)
+        if len(steps) > 1 and len({n for n, _ln in steps.values()}) > 1:
+            # the ranks' last words name different steps: one ran ahead of (or fell behind)
+            # the others, which a hang then leaves waiting in different collectives
+            behind = min(steps.values(), key=lambda s: s[0])[1]
+            self.feed(f"{STEPS_MARK} " + ", ".join(
+                f"{where} at {n}" for where, (n, _ln) in sorted(steps.items())[:8]),
+                behind.number, behind.source, behind.where, regexes_only=True)
 
     def _root(self, text: str) -> None:
         """torchrun's summary names the first rank that failed ("Root Cause ... rank : 1")."""
