@@ -887,3 +887,19 @@ def test_an_ipv6_link_local_host_address_is_the_interface():
     dns = ["[c10d] The IPv4 network addresses of (master-0, 29500) cannot be retrieved "
            "(gai error: -2 - Name or service not known)."]
     assert diagnose(dns)[0].category == "rendezvous_master_unreachable"
+
+
+def test_a_log_cut_at_the_terminal_width_is_read_joined():
+    """Copied from a terminal that cut long lines at 80 columns: the cut lines are joined."""
+    long = PORT[1] + " " + PORT[1]
+    cut = [long[i:i + 80] for i in range(0, len(long), 80)]
+    assert all(len(row) == 80 for row in cut[:-1]) and len(cut) >= 4
+    assert diagnose(["torchrun --nproc_per_node 2 train.py", *cut])[0].category == \
+        "port_in_use_or_firewall"
+    from ddpkit.troubleshoot.diagnose.lines import unwrap
+    # the rows of a table are as wide as each other: never joined
+    table = ["     8388608       2097152     float     sum      -1    156.3   53.68   93.93      0"
+             "    155.9   53.80   94.15      0"] * 5
+    assert unwrap("\n".join(table)) == "\n".join(table)
+    joined = unwrap("\n".join(cut)).split("\n")
+    assert joined[0] == long and len(joined) == len(cut)  # every line keeps its number

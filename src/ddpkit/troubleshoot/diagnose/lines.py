@@ -60,6 +60,39 @@ def clean(text: str) -> str:
     return text
 
 
+def unwrap(text: str) -> str:
+    """A chunk copied from a terminal that cut every long line at its width W (several lines
+    exactly W characters long, none longer, 60 <= W <= 400) with each cut line joined to the
+    next; the line that continued one is left blank, so every line keeps its number. Rows of a
+    table (nccl-tests, nvidia-smi, a topology matrix) are as wide as each other too: a row is
+    never taken for a continuation when it starts with a blank or a border, or as the line
+    before it does."""
+    rows = text.split("\n")
+    widths: dict[int, int] = {}
+    longest = 0
+    for row in rows:
+        n = len(row)
+        if n > longest:
+            longest = n
+        if n >= 60:
+            widths[n] = widths.get(n, 0) + 1
+    if not 60 <= longest <= 400 or widths.get(longest, 0) < 3 or widths[longest] * 50 < len(rows):
+        return text
+    i = 0
+    while i < len(rows) - 1:
+        j = i
+        while (j < len(rows) - 1 and len(rows[j]) == longest and rows[j + 1]
+               and not rows[j + 1][0].isspace() and rows[j + 1][0] not in "|+"
+               and rows[j + 1][:3] != rows[i][:3]):
+            j += 1
+        if j > i:
+            rows[i] = "".join(rows[i:j + 1])
+            for k in range(i + 1, j + 1):
+                rows[k] = ""
+        i = j + 1
+    return "\n".join(rows)
+
+
 def indent_of(text: str, lines: int = 40) -> str:
     """The indent every one of a source's first non-blank lines shares ("    " for a log pasted
     as a markdown code block), "" when they share none."""

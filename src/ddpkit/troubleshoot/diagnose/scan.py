@@ -20,7 +20,7 @@ from ddpkit.troubleshoot.diagnose.kb import (
     needles,
     tokens,
 )
-from ddpkit.troubleshoot.diagnose.lines import Line, clean, english, indent_of, normalise
+from ddpkit.troubleshoot.diagnose.lines import Line, clean, english, indent_of, normalise, unwrap
 from ddpkit.troubleshoot.diagnose.pyerrors import DIGITS_0, FRAME, Decisive, Tracebacks
 
 MAX_LINE = 4000
@@ -245,7 +245,7 @@ class Scanner:
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
-        text = clean(text)
+        text = unwrap(clean(text))
         if number == 1:  # a source's first chunk says whether every line is indented
             self.indents[(source, where)] = indent_of(text)
         indent = self.indents.get((source, where))
