@@ -871,6 +871,33 @@ def test_families_from_the_seventeenth_batches(sig, log):
     assert findings and findings[0].id == sig, [f.id for f in findings]
 
 
+# The families learnt from batches unseen21-22 (2018-2021 threads, hangs), in other wordings.
+@pytest.mark.parametrize("sig, log", [
+    ("torch-api-missing", ["TypeError: __init__() got an unexpected keyword argument "
+                           "'static_graph'"]),
+    ("torch-api-missing", ["TypeError: __init__() got an unexpected keyword argument "
+                           "'ddp_find_unused_parameters'"]),
+    ("torch-without-cuda-or-nccl", [
+        "RuntimeError: the distributed NCCL backend is not available; try to recompile the THD "
+        "package with CUDA and NCCL 2+ support at torch/lib/THD/process_group/General.cpp:17"]),
+    ("gloo-address-families-differ", [
+        "RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:208] ss1.ss_family == "
+        "ss2.ss_family. 10 vs 2"]),
+    ("ddp-unused-parameters", ["TypeError: _queue_reduction(): incompatible function arguments. "
+                               "The following argument types are supported:"]),
+    ("worker-sigkill-host-oom", ["'--fp16', '--overwrite'] exits with return code = -9"]),
+    ("rank-claimed-twice", ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
+                            "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
+                            "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/8"]),
+    ("store-barrier-over-full", [
+        "INFO Waiting in store based barrier to initialize process group for rank: 3, key: "
+        "store_based_barrier_key:1 (world_size=4, worker_count=12, timeout=0:30:00)"]),
+])
+def test_families_from_the_twenty_first_batches(sig, log):
+    findings = diagnose(log)
+    assert findings and findings[0].id == sig, [f.id for f in findings]
+
+
 def test_a_failed_first_barrier_is_not_a_preprocessing_wait():
     log = ['  File "/x/transformers/training_args.py", line 2084, in main_process_first',
            "    dist.barrier()",
@@ -903,3 +930,11 @@ def test_a_log_cut_at_the_terminal_width_is_read_joined():
     assert unwrap("\n".join(table)) == "\n".join(table)
     joined = unwrap("\n".join(cut)).split("\n")
     assert joined[0] == long and len(joined) == len(cut)  # every line keeps its number
+
+
+def test_each_rank_announcing_itself_once_is_no_finding():
+    log = [f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)]
+    assert "rank-claimed-twice" not in [f.id for f in diagnose(log)]
+    full = ["Waiting in store based barrier to initialize process group for rank: 0, key: "
+            "store_based_barrier_key:1 (world_size=4, worker_count=4, timeout=0:30:00)"]
+    assert "store-barrier-over-full" not in [f.id for f in diagnose(full)]

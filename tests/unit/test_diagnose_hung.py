@@ -294,3 +294,12 @@ def test_a_hang_with_the_ranks_at_different_steps_is_a_desync_first():
     # ranks at the same step: no such fact, the usual first cause of a one-node hang
     even = [ln.replace("batch 89", "batch 87").replace("batch 88", "batch 86") for ln in log]
     assert "hang-ranks-at-different-steps" not in str(diagnose_report(even, hung=True).to_dict())
+
+
+def test_a_hang_with_a_rank_missing_from_the_store_barrier_is_that_rank_first():
+    log = [f"I0510 07:28:04.417845 1398 distributed_c10d.py:337] Waiting in store based barrier "
+           f"to initialize process group for rank: {r}, key: store_based_barrier_key:2 "
+           f"(world_size=8, worker_count=7, timeout=0:30:00)" for r in (2, 7)]
+    top = diagnose_report(log, hung=True).findings[0]
+    assert top.category == "nccl_timeout_or_desync", top
+    assert top.evidence["text"] == "(store barrier short) 7 of 8 ranks arrived"

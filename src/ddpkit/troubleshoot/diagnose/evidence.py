@@ -47,6 +47,10 @@ def matched(sig: Signature, scan: Scanner) -> list[Hit] | None:
         return None
     if sig.differ and len(values_of(sig.differ, hits)) < 2:
         return None
+    if sig.repeat:
+        seen = values_of(sig.repeat, hits)
+        if not 0 < len(seen) < 8 or sum(h.count for h in hits) <= len(seen):
+            return None
     return sorted(hits, key=lambda h: (h.line.source, h.line.number))
 
 

@@ -70,6 +70,9 @@ class Signature:
     # A named group of the patterns that must take at least two different values in the log
     # (two NCCL versions on one machine): evidence that no single line holds.
     differ: str = ""
+    # A named group that must take one value on two lines or more, with fewer than 8 values in
+    # all (two processes both announcing GLOBAL_RANK 1): evidence that no single line holds.
+    repeat: str = ""
 
 
 class KnowledgeBaseError(ValueError):
@@ -100,10 +103,12 @@ def parse(data: dict) -> tuple[Signature, ...]:
                              explanation=raw["explanation"], fix=raw["fix"],
                              source=raw["source"],
                              anchors=tuple(w.lower() for w in raw.get("anchors", [])),
-                             differ=raw.get("differ", ""), **compiled))
-        if out[-1].differ and not any(out[-1].differ in rx.groupindex
-                                      for rx in out[-1].patterns):
-            raise KnowledgeBaseError(f"{sid}: differ names no group of its patterns")
+                             differ=raw.get("differ", ""), repeat=raw.get("repeat", ""),
+                             **compiled))
+        for field_ in ("differ", "repeat"):
+            group = getattr(out[-1], field_)
+            if group and not any(group in rx.groupindex for rx in out[-1].patterns):
+                raise KnowledgeBaseError(f"{sid}: {field_} names no group of its patterns")
     return tuple(out)
 
 

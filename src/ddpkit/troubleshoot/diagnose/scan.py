@@ -40,6 +40,10 @@ ROOT_MARK = "root cause (first observed failure)"
 CUT_MARK = "(traceback cut off)"
 LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped on is a fact
 STEPS_MARK = "(ranks stopped at different steps)"  # from the last lines of each rank
+STORE_FULL, STORE_SHORT = "(store barrier over-full)", "(store barrier short)"
+# (the pattern of the hang fact hang-store-barrier-waiting, the same string)
+STORE_WAIT = (r"Waiting in store based barrier to initialize process group for rank: ?\d+, "
+              r"key: \S+ \(world_size=(?P<ws>\d+), worker_count=(?P<wc>\d+)")
 # A training step, batch or iteration counter as progress lines print it ("step 87", "batch:
 # 88", "iter 1200", "Iteration #12").
 STEP = re.compile(r"(?i)\b(?:step|batch|iter(?:ation)?)\b\s*[:=#]?\s*(\d+)\b")
@@ -155,7 +159,7 @@ class Scanner:
                 if hit is None:
                     self.hits[i] = Hit(line, {k: v for k, v in m.groupdict().items() if v})
                     hit = self.hits[i]
-                else:
+                elif not regexes_only:  # a line fed again as a fact is not a line more
                     hit.count += 1
                 for key, value in m.groupdict().items():
                     if value:
@@ -209,6 +213,7 @@ class Scanner:
             text = f"{CUT_MARK} in {frame['func']} at {frame['path'].rsplit('/', 1)[-1]}:" \
                    f"{frame['line']}" + (f": {code}" if code else "")
             self.feed(text, last.number, last.source, last.where)
+        self._store_barrier()
         if len(steps) > 1 and len({n for n, _ln in steps.values()}) > 1:
             # the ranks' last words name different steps: one ran ahead of (or fell behind)
             # the others, which a hang then leaves waiting in different collectives
@@ -216,6 +221,21 @@ class Scanner:
             self.feed(f"{STEPS_MARK} " + ", ".join(
                 f"{where} at {n}" for where, (n, _ln) in sorted(steps.items())[:8]),
                 behind.number, behind.source, behind.where, regexes_only=True)
+
+    def _store_barrier(self) -> None:
+        """torch's store-based barrier counts the ranks that reached init_process_group: fewer
+        than the world size is a rank that never came; more is a store that already held
+        another run's arrivals. A regex cannot compare the two numbers: this feeds the
+        comparison as a line of its own (signatures-hang.toml, signatures.toml)."""
+        hit = self.hits.get(self.index.get(STORE_WAIT, -1))
+        if hit is None or not hit.groups.get("ws") or not hit.groups.get("wc"):
+            return
+        ws, wc = int(hit.groups["ws"]), int(hit.groups["wc"])
+        if wc == ws:
+            return
+        mark = (f"{STORE_FULL} {wc} arrivals counted for a world of {ws}" if wc > ws else
+                f"{STORE_SHORT} {wc} of {ws} ranks arrived")
+        self.feed(mark, hit.line.number, hit.line.source, hit.line.where, regexes_only=True)
 
     def _root(self, text: str) -> None:
         """torchrun's summary names the first rank that failed ("Root Cause ... rank : 1")."""
