@@ -303,3 +303,16 @@ def test_a_hang_with_a_rank_missing_from_the_store_barrier_is_that_rank_first():
     top = diagnose_report(log, hung=True).findings[0]
     assert top.category == "nccl_timeout_or_desync", top
     assert top.evidence["text"] == "(store barrier short) 7 of 8 ranks arrived"
+
+
+def test_a_coll_trace_with_two_collectives_at_one_opcount_is_a_desync_first():
+    def coll(rank, name, op):
+        return (f"node1:4500{rank}:4500{rank} [{rank}] NCCL INFO {name}: opCount {op:x} sendbuff "
+                f"0x7f5d recvbuff 0x7f5d count 998 datatype 7 op 0 root 0 comm 0x55be [nranks=2]"
+                f" stream 0x55be")
+    same = [coll(r, "AllReduce", op) for op in range(0x28a, 0x28e) for r in (0, 1)]
+    assert "collectives differ" not in str(diagnose_report(same, hung=True).to_dict())
+    parted = same + [coll(0, "AllReduce", 0x28e), coll(1, "AllGather", 0x28e)]
+    top = diagnose_report(parted, hung=True).findings[0]
+    assert top.category == "nccl_timeout_or_desync"
+    assert top.evidence["text"] == "(collectives differ at one opCount) opCount 28e: AllGather, AllReduce"

@@ -41,6 +41,10 @@ CUT_MARK = "(traceback cut off)"
 LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped on is a fact
 STEPS_MARK = "(ranks stopped at different steps)"  # from the last lines of each rank
 STORE_FULL, STORE_SHORT = "(store barrier over-full)", "(store barrier short)"
+COLL_MARK = "(collectives differ at one opCount)"
+# (the pattern of the hang fact hang-coll-trace, the same string)
+COLL_TRACE = (r"NCCL INFO (?P<coll>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|"
+              r"Send|Recv): opCount (?P<op>[0-9a-f]+) .*?(?:\[nranks=(?P<nranks>\d+)\])?")
 # (the pattern of the hang fact hang-store-barrier-waiting, the same string)
 STORE_WAIT = (r"Waiting in store based barrier to initialize process group for rank: ?\d+, "
               r"key: \S+ \(world_size=(?P<ws>\d+), worker_count=(?P<wc>\d+)")
@@ -117,6 +121,9 @@ class Scanner:
         self._finished = False
         # (source, where, number) -> the line as printed, where `english` changed it (shown)
         self.originals: dict[tuple[str, str, int], str] = {}
+        # NCCL's COLL trace: (opCount, nranks) -> {collective: its first line}
+        self.colls: dict[tuple[str, str], dict[str, Line]] = {}
+        self._coll_index = self.index.get(COLL_TRACE, -1)
         # (source, where) -> the indent all its lines share (a log pasted as a code block)
         self.indents: dict[tuple[str, str], str] = {}
 
@@ -166,6 +173,8 @@ class Scanner:
                         seen = hit.values.setdefault(key, set())
                         if len(seen) < 8:
                             seen.add(value)
+                if i == self._coll_index and not regexes_only:
+                    self._collective(m, line)
                 if line.where and len(hit.places) < 64:
                     hit.places.add(line.where)
                 if self.gate and (self.once[i] or len(hit.places) >= 64):
@@ -214,6 +223,7 @@ class Scanner:
                    f"{frame['line']}" + (f": {code}" if code else "")
             self.feed(text, last.number, last.source, last.where)
         self._store_barrier()
+        self._mismatched_collectives()
         if len(steps) > 1 and len({n for n, _ln in steps.values()}) > 1:
             # the ranks' last words name different steps: one ran ahead of (or fell behind)
             # the others, which a hang then leaves waiting in different collectives
@@ -221,6 +231,26 @@ class Scanner:
             self.feed(f"{STEPS_MARK} " + ", ".join(
                 f"{where} at {n}" for where, (n, _ln) in sorted(steps.items())[:8]),
                 behind.number, behind.source, behind.where, regexes_only=True)
+
+    def _collective(self, m: re.Match, line: Line) -> None:
+        key = (m["op"], m["nranks"] or "")
+        seen = self.colls.get(key)
+        if seen is None:
+            if len(self.colls) >= 4096:
+                return
+            seen = self.colls[key] = {}
+        seen.setdefault(m["coll"], line)
+
+    def _mismatched_collectives(self) -> None:
+        """NCCL_DEBUG_SUBSYS=COLL prints each collective with its opCount: ranks of one
+        communicator call the same one at each count, so two names at one count (AllGather on
+        one rank, AllReduce on another) is a desync no single line shows."""
+        for (op, _nranks), seen in self.colls.items():
+            if len(seen) > 1:
+                first = min(seen.values(), key=lambda ln: (ln.source, ln.number))
+                self.feed(f"{COLL_MARK} opCount {op}: " + ", ".join(sorted(seen)),
+                          first.number, first.source, first.where, regexes_only=True)
+                return
 
     def _store_barrier(self) -> None:
         """torch's store-based barrier counts the ranks that reached init_process_group: fewer
