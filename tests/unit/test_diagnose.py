@@ -889,6 +889,13 @@ def test_families_from_the_seventeenth_batches(sig, log):
     ("rank-claimed-twice", ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
                             "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
                             "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/8"]),
+    ("nccl-topology-graph-bug", ["node3:41:41 [3] graph/rings.cc:38 NCCL WARN Error : ring 1 does "
+                                 "not loop back to start (5 != 7)."]),
+    ("nccl-bootstrap-message-size", [
+        "node2:4827:6900 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 64 bytes "
+        "instead of 256"]),
+    ("process-bus-error", ["[ERROR] [launch.py:321:sigkill_handler] ['python', '-u', 'train.py'] "
+                       "exits with return code = -7"]),
     ("store-barrier-over-full", [
         "INFO Waiting in store based barrier to initialize process group for rank: 3, key: "
         "store_based_barrier_key:1 (world_size=4, worker_count=12, timeout=0:30:00)"]),
@@ -938,3 +945,13 @@ def test_each_rank_announcing_itself_once_is_no_finding():
     full = ["Waiting in store based barrier to initialize process group for rank: 0, key: "
             "store_based_barrier_key:1 (world_size=4, worker_count=4, timeout=0:30:00)"]
     assert "store-barrier-over-full" not in [f.id for f in diagnose(full)]
+
+
+def test_an_iso_stamp_is_kept_as_time_and_cut_from_the_text():
+    line = normalise("[2024-05-01 10:00:07,123] FileNotFoundError: [Errno 2] No such file", 1)
+    assert line.text == "FileNotFoundError: [Errno 2] No such file"
+    assert line.time is not None and line.time == normalise("2024-05-01 10:00:07.123 x", 1).time
+    log = ["[2024-05-01 10:00:06,001] torchrun --nproc_per_node=2 train.py",
+           "[2024-05-01 10:00:07,123] FileNotFoundError: [Errno 2] No such file or directory: "
+           "'data/val.pickle'"]
+    assert diagnose_report(log).findings[0].category == "script_error"

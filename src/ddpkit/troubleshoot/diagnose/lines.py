@@ -113,6 +113,7 @@ MAX_LINE = 4000  # longer lines are cut: no regex ever sees an unbounded line
 # Timestamps at the start of a line (after its prefixes): ISO / Python logging, and glog
 # (torch's C++ logs: "[E501 12:34:56.789 ..." / "E0501 12:34:56.789 ...").
 ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+STAMPED = re.compile(ISO.pattern + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?:\s*[|\-]\s+|\s+)")
 GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
 
 
@@ -217,4 +218,10 @@ def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:
     elif "host" in found:
         label = found["host"]
     stamp = timestamp(text) if text[:1] in "[0123456789IWEF" else None
+    if stamp is not None and text[:1] in "[0123456789":
+        # an ISO stamp (Python logging, a tool stamping every line) is where the line sits in
+        # time, not what it says: kept as `time`, cut from the text the signatures read
+        m = STAMPED.match(text)
+        if m and m.end() < len(text):
+            text = text[m.end():]
     return Line(number, text, raw, label, source, stamp)
