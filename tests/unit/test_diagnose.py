@@ -841,7 +841,7 @@ def test_a_ray_worker_prefix_says_where_the_line_came_from():
     assert (line.text, line.where) == ("RuntimeError: boom", "10.0.0.2 pid 4242")
 
 
-# The families learnt from batches unseen17-19, each in a wording other than its log's.
+# The families learnt from batches unseen17-23, each in a wording other than its log's.
 @pytest.mark.parametrize("sig, log", [
     ("horovod-api-missing", ["AttributeError: module 'horovod.torch' has no attribute 'ProcessSet'"]),
     ("horovod-api-missing", ["ImportError: cannot import name 'elastic' from 'horovod.torch' "
@@ -865,14 +865,7 @@ def test_a_ray_worker_prefix_says_where_the_line_came_from():
     ("ddp-inplace-buffer-broadcast", [
         "RuntimeError: one of the variables needed for gradient computation has been modified "
         "by an in-place operation: [torch.cuda.FloatTensor [64]] is at version 3"]),
-])
-def test_families_from_the_seventeenth_batches(sig, log):
-    findings = diagnose(log)
-    assert findings and findings[0].id == sig, [f.id for f in findings]
-
-
-# The families learnt from batches unseen21-22 (2018-2021 threads, hangs), in other wordings.
-@pytest.mark.parametrize("sig, log", [
+    # batches unseen21-23 (2018-2021 threads, hangs, messages searched by their words)
     ("torch-api-missing", ["TypeError: __init__() got an unexpected keyword argument "
                            "'static_graph'"]),
     ("torch-api-missing", ["TypeError: __init__() got an unexpected keyword argument "
@@ -900,7 +893,7 @@ def test_families_from_the_seventeenth_batches(sig, log):
         "INFO Waiting in store based barrier to initialize process group for rank: 3, key: "
         "store_based_barrier_key:1 (world_size=4, worker_count=12, timeout=0:30:00)"]),
 ])
-def test_families_from_the_twenty_first_batches(sig, log):
+def test_families_from_the_seventeenth_batches_on(sig, log):
     findings = diagnose(log)
     assert findings and findings[0].id == sig, [f.id for f in findings]
 
@@ -955,3 +948,33 @@ def test_an_iso_stamp_is_kept_as_time_and_cut_from_the_text():
            "[2024-05-01 10:00:07,123] FileNotFoundError: [Errno 2] No such file or directory: "
            "'data/val.pickle'"]
     assert diagnose_report(log).findings[0].category == "script_error"
+
+
+def test_a_rank_claimed_twice_counts_the_world_not_the_lines():
+    def claims(ranks, world):
+        return [f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{world}" for r in ranks]
+    # two 8-GPU nodes that both took ranks 0-7 of a world of 16
+    both = claims(range(8), 16) + claims(range(8), 16)
+    assert "rank-claimed-twice" in [f.id for f in diagnose(both)]
+    # a worker group restarted by torchrun announces every rank again: no finding
+    restarted = claims(range(4), 4) + claims(range(4), 4)
+    assert "rank-claimed-twice" not in [f.id for f in diagnose(restarted)]
+
+
+def test_cut_lines_are_joined_only_where_a_terminal_cut_them():
+    from ddpkit.troubleshoot.diagnose.lines import unwrap
+    warning = "[W ProcessGroupNCCL.cpp:2302] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS=1 has no eff"
+    log = [warning] * 3 + ["RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1331, unhandled"]
+    assert unwrap("\n".join(log)) == "\n".join(log)  # one line printed by three ranks
+    long = PORT[1] + " " + PORT[1]
+    cut = [long[i:i + 80] for i in range(0, len(long), 80)]
+    indented = ["    torchrun --nproc_per_node 2 train.py"] + ["    " + row for row in cut]
+    assert diagnose(indented)[0].category == "port_in_use_or_firewall"
+
+
+def test_a_collector_stamp_keeps_its_time_and_an_entity_space_is_a_space():
+    line = normalise("2024-05-01T10:00:07.123456789Z [rank1]: RuntimeError: boom", 1)
+    assert (line.text, line.where) == ("RuntimeError: boom", "rank 1")
+    assert line.time == normalise("2024-05-01 10:00:07.123456789 x", 1).time
+    from ddpkit.troubleshoot.diagnose.lines import clean
+    assert clean("a&nbsp;b &#160;c") == "a b  c"

@@ -316,3 +316,29 @@ def test_a_coll_trace_with_two_collectives_at_one_opcount_is_a_desync_first():
     top = diagnose_report(parted, hung=True).findings[0]
     assert top.category == "nccl_timeout_or_desync"
     assert top.evidence["text"] == "(collectives differ at one opCount) opCount 28e: AllGather, AllReduce"
+
+
+def test_the_coll_trace_reads_pairs_and_long_runs_as_they_are():
+    def coll(host, rank, name, op):
+        return (f"{host}:4500{rank}:4500{rank} [{rank}] NCCL INFO {name}: opCount {op:x} sendbuff "
+                f"0x7f5d recvbuff 0x7f5d count 998 datatype 7 op 0 root 0 comm 0x55be [nranks=2]"
+                f" stream 0x55be")
+    # a Send/Recv pair at one opCount is how point-to-point works, not a desync
+    pair = [coll("n1", 0, "Send", 0), coll("n1", 1, "Recv", 0)]
+    assert "collectives differ" not in str(diagnose_report(pair, hung=True).to_dict())
+    # one process with two communicators of one size: no other rank involved
+    own = [coll("n1", 0, "AllReduce", 3), coll("n1", 0, "AllGather", 3)]
+    assert "collectives differ" not in str(diagnose_report(own, hung=True).to_dict())
+    # ranks that part after 5000 collectives are still seen (a hang is at the end)
+    long = [coll("n1", r, "AllReduce", op) for op in range(5000) for r in (0, 1)]
+    long += [coll("n1", 0, "AllReduce", 5000), coll("n1", 1, "AllGather", 5000)]
+    top = diagnose_report(long, hung=True).findings[0]
+    assert top.evidence["text"] == "(collectives differ at one opCount) opCount 1388: AllGather, AllReduce"
+
+
+def test_a_store_barrier_that_completed_later_is_no_missing_rank():
+    log = ["Waiting in store based barrier to initialize process group for rank: 0, key: "
+           "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
+           "Completed store-based barrier for key:store_based_barrier_key:1 with 2 nodes.",
+           "epoch 0 step 10 loss 2.31"]
+    assert "store barrier short" not in str(diagnose_report(log, hung=True).to_dict())

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ddpkit.troubleshoot.diagnose.kb import Signature
 from ddpkit.troubleshoot.diagnose.lines import Line
-from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
+from ddpkit.troubleshoot.diagnose.scan import REPEAT_VALUES, Hit, Scanner
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,20 @@ def matched(sig: Signature, scan: Scanner) -> list[Hit] | None:
         return None
     if sig.differ and len(values_of(sig.differ, hits)) < 2:
         return None
-    if sig.repeat:
-        seen = values_of(sig.repeat, hits)
-        if not 0 < len(seen) < 8 or sum(h.count for h in hits) <= len(seen):
-            return None
+    if sig.repeat and not _repeated(sig.repeat, hits):
+        return None
     return sorted(hits, key=lambda h: (h.line.source, h.line.number))
+
+
+def _repeated(group: str, hits: list[Hit]) -> bool:
+    """A value of `group` on two lines or more while, where the lines name their world
+    (a `world` group), some of its ranks were never named: a worker restarted by the launcher
+    names every rank again, two processes given one rank leave another rank unnamed."""
+    seen = values_of(group, hits)
+    if not 0 < len(seen) < REPEAT_VALUES or sum(h.count for h in hits) <= len(seen):
+        return False
+    worlds = [int(w) for w in values_of("world", hits) if w.isdigit()]
+    return not worlds or len(seen) < max(worlds)
 
 
 def values_of(group: str, hits: list[Hit]) -> list[str]:

@@ -28,20 +28,21 @@ PREFIXES = (
 # What a web page or a log collector adds to every line of a log pasted into a thread: HTML
 # entities (&quot;), non-breaking and other wide spaces, e-mail/markdown quote marks ("> "),
 # markdown code fences (a fence is no line of the log: blank it, so the log's last line stays its
-# own), and the collector's timestamp (`kubectl logs --timestamps`, `docker logs -t`: RFC 3339 with a
-# "T"; journald/syslog: "Dec 01 10:00:01 host python[123]: "). Removed chunk by chunk, before
-# anything reads the text (each test below is one C-level scan of the chunk).
+# own), and journald/syslog's prefix ("Dec 01 10:00:01 host python[123]: "). Removed chunk by
+# chunk, before anything reads the text; each test is a C-level scan of the chunk (a
+# str.translate of the whole chunk would cost 90 ms per 2 MB of any non-ASCII text). An ISO
+# stamp (kubectl --timestamps, docker logs -t, Python logging) is cut line by line instead
+# (normalise, STAMPED): its time orders the lines of a run directory.
 ENTITY = re.compile(r"&(?:#\d{1,5}|#x[0-9a-fA-F]{1,4}|quot|amp|lt|gt|apos|nbsp);")
-SPACES = str.maketrans({c: " " for c in "\u00a0\u2002\u2003\u2007\u2009\u200a\u202f\u205f"})
+SPACES = re.compile("[\u00a0\u2002\u2003\u2007\u2009\u200a\u202f\u205f]")
 QUOTED = re.compile(r"(?m)^(?:> ?)+")
 FENCE = re.compile(r"(?m)^[ \t]*(?:```|~~~)[\w+\-]*[ \t]*$")
 COLLECTOR = re.compile(
-    r"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) |"
-    r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-/]+(?:\[\d+\])?: ")
+    r"(?m)^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-/]+(?:\[\d+\])?: ")
 
 
 def _unescape(m: re.Match) -> str:
-    char = html.unescape(m.group())
+    char = SPACES.sub(" ", html.unescape(m.group()))  # &nbsp;
     return char if char.isprintable() else m.group()  # &#10; stays: lines keep their numbers
 
 
@@ -49,8 +50,8 @@ def clean(text: str) -> str:
     """A chunk of lines without what a web page or a log collector added to it (ENTITY...)."""
     if "&" in text and ";" in text:
         text = ENTITY.sub(_unescape, text)
-    if not text.isascii():
-        text = text.translate(SPACES)
+    if not text.isascii() and SPACES.search(text):
+        text = SPACES.sub(" ", text)
     if text[:1] == ">" or "\n>" in text:
         text = QUOTED.sub("", text)
     if "```" in text or "~~~" in text:
@@ -60,30 +61,32 @@ def clean(text: str) -> str:
     return text
 
 
+# The start of a line that is a record of its own, never the rest of a cut one.
+NEW_RECORD = re.compile(r"Traceback \(|[\w.]*(?:Error|Exception|Warning):|\[|\d{4}-\d\d-\d\d[ T]|"
+                        r"[IWEF]\d{4} \d\d:")
+
+
 def unwrap(text: str) -> str:
     """A chunk copied from a terminal that cut every long line at its width W (several lines
     exactly W characters long, none longer, 60 <= W <= 400) with each cut line joined to the
     next; the line that continued one is left blank, so every line keeps its number. Rows of a
     table (nccl-tests, nvidia-smi, a topology matrix) are as wide as each other too: a row is
     never taken for a continuation when it starts with a blank or a border, or as the line
-    before it does."""
+    before it does, nor when it starts a record of its own (NEW_RECORD); one line printed by
+    every rank is as wide on each: the width must hold 3 different lines."""
     rows = text.split("\n")
-    widths: dict[int, int] = {}
-    longest = 0
-    for row in rows:
-        n = len(row)
-        if n > longest:
-            longest = n
-        if n >= 60:
-            widths[n] = widths.get(n, 0) + 1
-    if not 60 <= longest <= 400 or widths.get(longest, 0) < 3 or widths[longest] * 50 < len(rows):
+    longest = max(map(len, rows))
+    if not 60 <= longest <= 400:
+        return text
+    wide = {row for row in rows if len(row) == longest}
+    if len(wide) < 3 or sum(len(r) == longest for r in rows) * 50 < len(rows):
         return text
     i = 0
     while i < len(rows) - 1:
         j = i
         while (j < len(rows) - 1 and len(rows[j]) == longest and rows[j + 1]
                and not rows[j + 1][0].isspace() and rows[j + 1][0] not in "|+"
-               and rows[j + 1][:3] != rows[i][:3]):
+               and rows[j + 1][:3] != rows[i][:3] and not NEW_RECORD.match(rows[j + 1])):
             j += 1
         if j > i:
             rows[i] = "".join(rows[i:j + 1])
@@ -113,7 +116,8 @@ MAX_LINE = 4000  # longer lines are cut: no regex ever sees an unbounded line
 # Timestamps at the start of a line (after its prefixes): ISO / Python logging, and glog
 # (torch's C++ logs: "[E501 12:34:56.789 ..." / "E0501 12:34:56.789 ...").
 ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-STAMPED = re.compile(ISO.pattern + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?:\s*[|\-]\s+|\s+)")
+# (one separator only: what follows keeps its own indent, a traceback's code line)
+STAMPED = re.compile(ISO.pattern + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|\-] |\s|(?=\[))")
 GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
 
 
@@ -193,6 +197,9 @@ def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:
     raw = raw.rstrip("\r\n")[:MAX_LINE]
     text = ANSI.sub("", raw) if ("\x1b" in raw or raw[:1] == "[") else raw
     found: dict[str, str] = {}
+    stamp = None
+    if text[:1].isdigit():  # a collector's stamp comes before any rank prefix
+        text, stamp = _cut_stamp(text)
     # Every prefix starts with "[" or a digit, or holds " | " early: most lines have none.
     changed = bool(text) and (text[0] in "[(" or text[0].isdigit() or " | " in text[:80])
     while changed and text:
@@ -217,11 +224,17 @@ def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:
         label = f"{found['host']} pid {found['pid']}" if "host" in found else f"pid {found['pid']}"
     elif "host" in found:
         label = found["host"]
-    stamp = timestamp(text) if text[:1] in "[0123456789IWEF" else None
-    if stamp is not None and text[:1] in "[0123456789":
-        # an ISO stamp (Python logging, a tool stamping every line) is where the line sits in
-        # time, not what it says: kept as `time`, cut from the text the signatures read
-        m = STAMPED.match(text)
-        if m and m.end() < len(text):
-            text = text[m.end():]
+    if stamp is None and text[:1] in "[0123456789":
+        text, stamp = _cut_stamp(text)  # Python logging's, after a rank prefix
+    if stamp is None and text[:1] in "IWEF":
+        stamp = timestamp(text)  # glog's stays in the text: routine() reads its level
     return Line(number, text, raw, label, source, stamp)
+
+
+def _cut_stamp(text: str) -> tuple[str, float | None]:
+    """An ISO stamp at the start of a line (a collector's or Python logging's) is where the line
+    sits in time, not what it says: its time, and the text without it."""
+    m = STAMPED.match(text)
+    if m is None:
+        return text, None
+    return text[m.end():], timestamp(text)  # a stamp alone is a blank line of the log

@@ -42,12 +42,12 @@ LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped 
 STEPS_MARK = "(ranks stopped at different steps)"  # from the last lines of each rank
 STORE_FULL, STORE_SHORT = "(store barrier over-full)", "(store barrier short)"
 COLL_MARK = "(collectives differ at one opCount)"
-# (the pattern of the hang fact hang-coll-trace, the same string)
-COLL_TRACE = (r"NCCL INFO (?P<coll>AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|"
-              r"Send|Recv): opCount (?P<op>[0-9a-f]+) .*?(?:\[nranks=(?P<nranks>\d+)\])?")
-# (the pattern of the hang fact hang-store-barrier-waiting, the same string)
-STORE_WAIT = (r"Waiting in store based barrier to initialize process group for rank: ?\d+, "
-              r"key: \S+ \(world_size=(?P<ws>\d+), worker_count=(?P<wc>\d+)")
+# Hang facts whose hits the scanner compares in code (by signature id: their patterns stay in
+# the knowledge base alone): NCCL's COLL trace, the store-based barrier's counts.
+COLL_TRACE, STORE_WAIT = "hang-coll-trace", "hang-store-barrier-waiting"
+# Distinct values kept per named group of a regex; a group a `repeat` signature counts keeps
+# up to REPEAT_VALUES (a world of 1024 ranks).
+VALUES, REPEAT_VALUES = 8, 1024
 # A training step, batch or iteration counter as progress lines print it ("step 87", "batch:
 # 88", "iter 1200", "Iteration #12").
 STEP = re.compile(r"(?i)\b(?:step|batch|iter(?:ation)?)\b\s*[:=#]?\s*(\d+)\b")
@@ -121,9 +121,14 @@ class Scanner:
         self._finished = False
         # (source, where, number) -> the line as printed, where `english` changed it (shown)
         self.originals: dict[tuple[str, str, int], str] = {}
-        # NCCL's COLL trace: (opCount, nranks) -> {collective: its first line}
-        self.colls: dict[tuple[str, str], dict[str, Line]] = {}
-        self._coll_index = self.index.get(COLL_TRACE, -1)
+        # NCCL's COLL trace: (opCount, nranks) -> (collective, process, its line), the last 4096
+        # opCounts; the first two processes seen in different collectives at one opCount
+        self.colls: dict[tuple[str, str], tuple[str, str, Line]] = {}
+        self.coll_conflict: tuple[str, str, Line] | None = None
+        compared = {sig.id: index[sig.patterns[0].pattern] for sig in sigs
+                    if sig.id in (COLL_TRACE, STORE_WAIT)}
+        self._coll_index, self._store_index = compared.get(COLL_TRACE), compared.get(STORE_WAIT)
+        self.repeated = {sig.repeat for sig in sigs if sig.repeat}
         # (source, where) -> the indent all its lines share (a log pasted as a code block)
         self.indents: dict[tuple[str, str], str] = {}
 
@@ -171,7 +176,7 @@ class Scanner:
                 for key, value in m.groupdict().items():
                     if value:
                         seen = hit.values.setdefault(key, set())
-                        if len(seen) < 8:
+                        if len(seen) < (REPEAT_VALUES if key in self.repeated else VALUES):
                             seen.add(value)
                 if i == self._coll_index and not regexes_only:
                     self._collective(m, line)
@@ -233,31 +238,33 @@ class Scanner:
                 behind.number, behind.source, behind.where, regexes_only=True)
 
     def _collective(self, m: re.Match, line: Line) -> None:
-        key = (m["op"], m["nranks"] or "")
+        """NCCL_DEBUG_SUBSYS=COLL prints each collective with its opCount: the ranks of one
+        communicator call the same one at each count, so two processes in two collectives at
+        one count (AllGather on one, AllReduce on another) is a desync no single line shows.
+        (Send/Recv pairs are not read: the two sides differ by design.)"""
+        if self.coll_conflict is not None:
+            return
+        key, who = (m["op"], m["nranks"] or ""), m["who"] or line.where
         seen = self.colls.get(key)
         if seen is None:
-            if len(self.colls) >= 4096:
-                return
-            seen = self.colls[key] = {}
-        seen.setdefault(m["coll"], line)
+            if len(self.colls) >= 4096:  # a hang is at the end: forget the oldest count
+                del self.colls[next(iter(self.colls))]
+            self.colls[key] = (m["coll"], who, line)
+        elif seen[0] != m["coll"] and (seen[1] != who or not who):
+            self.coll_conflict = (m["op"], ", ".join(sorted((seen[0], m["coll"]))), seen[2])
 
     def _mismatched_collectives(self) -> None:
-        """NCCL_DEBUG_SUBSYS=COLL prints each collective with its opCount: ranks of one
-        communicator call the same one at each count, so two names at one count (AllGather on
-        one rank, AllReduce on another) is a desync no single line shows."""
-        for (op, _nranks), seen in self.colls.items():
-            if len(seen) > 1:
-                first = min(seen.values(), key=lambda ln: (ln.source, ln.number))
-                self.feed(f"{COLL_MARK} opCount {op}: " + ", ".join(sorted(seen)),
-                          first.number, first.source, first.where, regexes_only=True)
-                return
+        if self.coll_conflict is not None:
+            op, names, first = self.coll_conflict
+            self.feed(f"{COLL_MARK} opCount {op}: {names}", first.number, first.source,
+                      first.where, regexes_only=True)
 
     def _store_barrier(self) -> None:
         """torch's store-based barrier counts the ranks that reached init_process_group: fewer
         than the world size is a rank that never came; more is a store that already held
         another run's arrivals. A regex cannot compare the two numbers: this feeds the
         comparison as a line of its own (signatures-hang.toml, signatures.toml)."""
-        hit = self.hits.get(self.index.get(STORE_WAIT, -1))
+        hit = self.hits.get(self._store_index)
         if hit is None or not hit.groups.get("ws") or not hit.groups.get("wc"):
             return
         ws, wc = int(hit.groups["ws"]), int(hit.groups["wc"])
@@ -295,12 +302,13 @@ class Scanner:
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
-        text = unwrap(clean(text))
+        text = clean(text)
         if number == 1:  # a source's first chunk says whether every line is indented
             self.indents[(source, where)] = indent_of(text)
         indent = self.indents.get((source, where))
         if indent:
             text = re.sub("(?m)^" + re.escape(indent), "", text)
+        text = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
         printed = text
         text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
         if text is not printed:
