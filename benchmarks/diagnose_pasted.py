@@ -25,6 +25,12 @@ def _each(fmt):
     return lambda t: "\n".join(fmt(i, ln) for i, ln in enumerate(t.splitlines()))
 
 
+def _wrapped(width: int):
+    """Long lines word-wrapped at `width`, as a forum or an e-mail does."""
+    return lambda t: "\n".join(row for ln in t.splitlines() for row in (
+        textwrap.wrap(ln, width, break_on_hyphens=False) or [""]))
+
+
 WAYS = {
     "html-entities": lambda t: html.escape(t, quote=True).replace("&#x27;", "&#39;"),
     "non-breaking-spaces": lambda t: t.replace(" ", "\u00a0", 50),
@@ -39,10 +45,9 @@ WAYS = {
     "kubectl-timestamps": _each(lambda i, ln: f"2024-05-01T10:00:{i % 60:02d}.123456789Z {ln}"),
     "terminal-cut-100": lambda t: "\n".join(ln[i:i + 100] for ln in t.splitlines()
                                             for i in range(0, max(len(ln), 1), 100)),
-    # not handled (see the README): a logging stamp on every line, prose word-wrapping
+    # partly handled (see the README): a logging stamp on every line, prose word-wrapping
     "logging-stamp": _each(lambda i, ln: f"[2024-05-01 10:00:{i % 60:02d},123] {ln}"),
-    "word-wrap-100": lambda t: "\n".join(w for ln in t.splitlines() for w in (
-        textwrap.wrap(ln, 100, break_on_hyphens=False) or [""])),
+    **{f"word-wrap-{w}": _wrapped(w) for w in (80, 100, 132)},
 }
 
 

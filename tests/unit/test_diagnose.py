@@ -1018,3 +1018,31 @@ def test_a_run_of_more_ranks_than_a_node_holds_hangs_across_nodes(fact):
     one_node = diagnose_report(log[:1] + ["Namespace(backend='nccl', world_size=8, rank=5)"],
                                hung=True).findings
     assert one_node[0].category == "p2p_acs_iommu"
+
+
+def test_a_log_word_wrapped_by_a_forum_is_read_joined():
+    """Pasted where long lines were word-wrapped (at 80 columns here): the rows are joined."""
+    import textwrap
+
+    from ddpkit.troubleshoot.diagnose.lines import rewrap
+    log = ["torchrun --nproc_per_node 2 train.py",
+           "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+           "ProcessGroupNCCL.cpp:1691, unhandled system error (run with NCCL_DEBUG=INFO for "
+           "details), NCCL version 2.19.3",
+           "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+           "device error. Last error: Error while creating shared memory segment "
+           "/dev/shm/nccl-kcXbUT (size 9637888)"]
+    wrapped = [row for line in log for row in textwrap.wrap(line, 80, break_on_hyphens=False)]
+    assert len(wrapped) >= 6
+    assert diagnose(wrapped)[0].category == "shared_memory_docker"
+    rows = rewrap("\n".join(wrapped)).split("\n")
+    assert len(rows) == len(wrapped)  # every line keeps its number
+    assert rows[1].startswith("torch.distributed.DistBackendError") and "2.19.3" in rows[1]
+    # a shell session nobody wrapped: prompts and listings are records of their own
+    shell = ["(venv) root@dgx-035:/workspace/nccl-tests# ls $NCCL_HOME/lib/libnccl.so.2 -lh",
+             "lrwxrwxrwx 1 root root 17 Jul 17 19:02 /workspace/nccl/build/lib/libnccl.so.2 -> "
+             "libnccl.so.2.27.0",
+             "(venv) root@dgx-035:/workspace/nccl-tests# ls /usr/lib/x86_64-linux-gnu/libnccl.so.2",
+             "lrwxrwxrwx 1 root root 17 Sep 10  2024 /usr/lib/x86_64-linux-gnu/libnccl.so.2 -> "
+             "libnccl.so.2.23.4"]
+    assert rewrap("\n".join(shell)) == "\n".join(shell)

@@ -96,6 +96,50 @@ def unwrap(text: str) -> str:
     return "\n".join(rows)
 
 
+# The start of a line that is one record of many: an NCCL line ("node1:123:456 [0] "), a shell
+# prompt ("(venv) root@node1:~# ", "$ "), a listing ("drwxr-xr-x", "lrwxrwxrwx").
+ROW_RECORD = re.compile(r"[\w.\-]+:\d+:\d+ \[\d+\]|(?:\([\w.\-]+\) )?[\w.\-]+@[\w.\-]+|[$#%>] "
+                        r"|[-dlcbps][-rwxsStT]{9}")
+
+
+def rewrap(text: str) -> str:
+    """A chunk whose long lines a forum, an e-mail or a text widget word-wrapped at a width W:
+    a row was broken only where the next word would not fit (its length, a space and the next
+    row's first word exceed W). Such a row is joined to the rows that continue it, with a space,
+    the continuation rows left blank (every line keeps its number). Taken for wrapped only when
+    two rows or more, each within 20 characters of W, break that way: in a log nobody wrapped
+    the longest line alone does. A row never continues one when it starts with a blank, a
+    border, a record of its own (NEW_RECORD, ROW_RECORD) or as the row before it does."""
+    rows = text.split("\n")
+    longest = max(map(len, rows))
+    if not 60 <= longest <= 400:
+        return text
+
+    def breaks(i: int) -> bool:
+        row, nxt = rows[i], rows[i + 1]
+        if not row or not nxt or row[-1].isspace() or nxt[0].isspace() or nxt[0] in "|+#":
+            return False
+        if nxt[:3] == row[:3] or NEW_RECORD.match(nxt) or ROW_RECORD.match(nxt):
+            return False
+        first = nxt.split(None, 1)[0]
+        return len(row) + 1 + len(first) > longest
+
+    at = [i for i in range(len(rows) - 1) if len(rows[i]) >= longest - 20 and breaks(i)]
+    if len(at) < 2:
+        return text
+    i = 0
+    while i < len(rows) - 1:
+        j = i
+        while j < len(rows) - 1 and breaks(j):  # (a row before a long word may be short)
+            j += 1
+        if j > i:
+            rows[i] = " ".join(rows[i:j + 1])
+            for k in range(i + 1, j + 1):
+                rows[k] = ""
+        i = j + 1
+    return "\n".join(rows)
+
+
 def indent_of(text: str, lines: int = 40) -> str:
     """The indent every one of a source's first non-blank lines shares ("    " for a log pasted
     as a markdown code block), "" when they share none."""

@@ -20,7 +20,15 @@ from ddpkit.troubleshoot.diagnose.kb import (
     needles,
     tokens,
 )
-from ddpkit.troubleshoot.diagnose.lines import Line, clean, english, indent_of, normalise, unwrap
+from ddpkit.troubleshoot.diagnose.lines import (
+    Line,
+    clean,
+    english,
+    indent_of,
+    normalise,
+    rewrap,
+    unwrap,
+)
 from ddpkit.troubleshoot.diagnose.pyerrors import DIGITS_0, FRAME, Decisive, Tracebacks
 
 MAX_LINE = 4000
@@ -308,7 +316,8 @@ class Scanner:
         indent = self.indents.get((source, where))
         if indent:
             text = re.sub("(?m)^" + re.escape(indent), "", text)
-        text = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
+        unwrapped = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
+        text = rewrap(text) if unwrapped == text else unwrapped  # cut, else word-wrapped
         printed = text
         text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
         if text is not printed:
