@@ -1046,3 +1046,18 @@ def test_a_log_word_wrapped_by_a_forum_is_read_joined():
              "lrwxrwxrwx 1 root root 17 Sep 10  2024 /usr/lib/x86_64-linux-gnu/libnccl.so.2 -> "
              "libnccl.so.2.23.4"]
     assert rewrap("\n".join(shell)) == "\n".join(shell)
+
+
+def test_an_exception_whose_message_is_a_cause_is_not_also_the_scripts_error():
+    """torch's driver check raises a bare AssertionError and prints its message on the next
+    lines: that message is the cause, not a second, plain error of the script."""
+    log = ['  File "/opt/conda/lib/python3.7/site-packages/torch/cuda/__init__.py", line 63, in '
+           "_check_driver",
+           '    of the CUDA driver.""".format(str(torch._C._cuda_getDriverVersion())))',
+           "AssertionError:",
+           "The NVIDIA driver on your system is too old (found version 10010).",
+           "Please update your GPU driver by downloading and installing a new"]
+    assert [f.category for f in diagnose(log)] == ["version_mismatch"]
+    # an exception of the script with its own message beside a cause stays a finding
+    own = log[:2] + ["KeyError: 'image'"] + log[3:]
+    assert "script_error" in [f.category for f in diagnose(own)]

@@ -109,8 +109,11 @@ class Hypothesis:
 
 def _script_error(scan: Scanner, cause_lines: set) -> tuple[PyException, float] | None:
     """The first exception a rank raised in its own code, when no signature explains it."""
+    # (an exception with no message on its line prints it on the next ones, "AssertionError:"
+    # then torch's "The NVIDIA driver on your system is too old": a cause there is its message)
     plain = [e for e in scan.tracebacks.exceptions if e.is_plain()
-             and (e.line.source, e.line.number) not in cause_lines]
+             and not any((e.line.source, e.line.number + k) in cause_lines
+                         for k in ((0, 1, 2) if not e.message.strip() else (0,)))]
     if not plain:
         return None
     root = scan.root_cause.get("rank")
