@@ -1061,3 +1061,20 @@ def test_an_exception_whose_message_is_a_cause_is_not_also_the_scripts_error():
     # an exception of the script with its own message beside a cause stays a finding
     own = log[:2] + ["KeyError: 'image'"] + log[3:]
     assert "script_error" in [f.category for f in diagnose(own)]
+
+
+def test_horovodrun_gloo_prefix_names_the_rank_and_a_script_in_a_horovod_folder_is_the_script():
+    line = normalise("[2]<stderr>:RuntimeError: boom", 1)
+    assert (line.text, line.where) == ("RuntimeError: boom", "rank 2")
+    log = ["[0]<stdout>:hi! 0",
+           "[2]<stderr>:Traceback (most recent call last):",
+           '[2]<stderr>:  File "/home/rb/code/horovod/meh/test.py", line 11, in <module>',
+           '[2]<stderr>:    raise RuntimeError("worker refuses to start")',
+           "[2]<stderr>:RuntimeError: worker refuses to start",
+           "Process 2 exit with status code 1."]
+    first = diagnose(log)[0]
+    assert first.category == "script_error" and "rank 2" in first.title, first.title
+    # raised inside Horovod's own package: not the script's
+    lib = log[:2] + ['[2]<stderr>:  File "/usr/lib/python3/dist-packages/horovod/torch/'
+                     'mpi_ops.py", line 200, in allreduce_'] + log[3:]
+    assert "script_error" not in [f.category for f in diagnose(lib)]

@@ -19,7 +19,8 @@ PREFIXES = (
     re.compile(r"(?P<host>[\w.\-]+):(?P<rank>\d+|-) +\| "),  # ddpkit launch
     re.compile(r"\[rank(?P<rank>\d+)\]: ?"),  # torchrun's tee / torch's own tracebacks
     re.compile(r"\[default(?P<local>\d+)\]: ?"),  # torchrun's default tee prefix
-    re.compile(r"\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"),  # mpirun/horovodrun
+    # mpirun/horovodrun ("[1,2]<stderr>:"), horovodrun's Gloo launcher ("[2]<stderr>:")
+    re.compile(r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"),
     re.compile(r"(?P<rank>\d+): "),  # srun -l
     # Ray's worker prefix: "(RayTrainWorker pid=1234, ip=10.0.0.1) "
     re.compile(r"\((?:[A-Za-z_][\w.:]* )?pid=(?P<pid>\d+)(?:, ip=(?P<host>[\w.:\-]+))?[^)]{0,80}\) "),

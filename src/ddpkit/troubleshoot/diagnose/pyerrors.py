@@ -118,8 +118,10 @@ class PyException:
         """A Python error of the script itself, not a distributed failure or its echo."""
         if self.short_type in NOT_SCRIPT or self.short_type.startswith("Dist"):
             return False
-        if self.frames and "/horovod/" in self.frames[-1][0]:
-            return False  # raised inside Horovod's own code (its frames are a fact of their own)
+        if self.frames and "/horovod/" in self.frames[-1][0] and LIBRARY.search(self.frames[-1][0]):
+            # raised inside Horovod's own code (its frames are a fact of their own); a user's
+            # script in a folder named horovod is still the script
+            return False
         message = self.message
         missing = MISSING_MODULE.match(message)
         if missing and missing["top"] != "torch":  # 'transformers.deepspeed' is a module of
