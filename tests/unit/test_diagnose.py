@@ -1078,3 +1078,19 @@ def test_horovodrun_gloo_prefix_names_the_rank_and_a_script_in_a_horovod_folder_
     lib = log[:2] + ['[2]<stderr>:  File "/usr/lib/python3/dist-packages/horovod/torch/'
                      'mpi_ops.py", line 200, in allreduce_'] + log[3:]
     assert "script_error" not in [f.category for f in diagnose(lib)]
+
+
+def test_pdsh_host_column_is_where_the_line_came_from():
+    """deepspeed's multi-node runner relays each worker's lines through pdsh as "host: line"."""
+    log = ["worker-1: Traceback (most recent call last):",
+           'worker-1:   File "/work/train.py", line 57, in <module>',
+           'worker-1:     x = batch["image"]',
+           "worker-1: KeyError: 'image'",
+           "worker-0: [2023-07-01 10:00:00,000] [INFO] [launch.py:315:sigkill_handler] Killing "
+           "subprocess 3966"]
+    first = diagnose(log)[0]
+    assert first.category == "script_error" and first.title.startswith("worker-1 raised KeyError")
+    # a log whose lines start with exceptions and levels has no host column
+    from ddpkit.troubleshoot.diagnose.lines import host_column
+    assert host_column("RuntimeError: a\nValueError: b\nINFO: c\nWARNING: d") is None
+    assert host_column("torch.distributed.DistBackendError: x\nnode-1: y\nnode-1: z") is None

@@ -141,6 +141,33 @@ def rewrap(text: str) -> str:
     return "\n".join(rows)
 
 
+HOST_COLUMN = re.compile(r"([A-Za-z0-9][\w.\-]*): ")
+# What a line may start with that is no host: an exception or a level ("RuntimeError: ").
+NOT_HOST = re.compile(r"(?i).*(?:error|exception|warning|info|debug|note|traceback|file|line)$")
+
+
+def host_column(text: str, lines: int = 40) -> re.Pattern | None:
+    """pdsh (deepspeed's multi-node runner), clush and `parallel --tag` put "host: " before
+    every line they relay. Half or more of a source's first non-blank lines (3 or more, or both
+    of two) starting with one
+    of at most 16 such names, each with a digit, a dash or a dot as host names have
+    (worker-1, node01, 10.0.0.2) and none an exception or a level: a regex that takes the
+    column off those names (its group "host"); None otherwise."""
+    rows = [r for r in text.split("\n", lines * 3)[:lines * 3] if r.strip()][:lines]
+    hosts: dict[str, int] = {}
+    for row in rows:
+        m = HOST_COLUMN.match(row)
+        if m:
+            hosts[m.group(1)] = hosts.get(m.group(1), 0) + 1
+    seen = sum(hosts.values())
+    if seen * 2 < len(rows) or seen < 2 or (seen < 3 and seen < len(rows)) or len(hosts) > 16:
+        return None  # (two lines are a column only when both have it)
+    if any(NOT_HOST.match(h) or not re.search(r"[\d.\-]", h) for h in hosts):
+        return None
+    names = "|".join(map(re.escape, sorted(hosts, key=len, reverse=True)))
+    return re.compile(f"(?m)^(?P<host>{names}): ")
+
+
 def indent_of(text: str, lines: int = 40) -> str:
     """The indent every one of a source's first non-blank lines shares ("    " for a log pasted
     as a markdown code block), "" when they share none."""

@@ -24,6 +24,7 @@ from ddpkit.troubleshoot.diagnose.lines import (
     Line,
     clean,
     english,
+    host_column,
     indent_of,
     normalise,
     rewrap,
@@ -139,6 +140,7 @@ class Scanner:
         self.repeated = {sig.repeat for sig in sigs if sig.repeat}
         # (source, where) -> the indent all its lines share (a log pasted as a code block)
         self.indents: dict[tuple[str, str], str] = {}
+        self.hosts: dict[tuple[str, str], re.Pattern | None] = {}  # pdsh's "host: " column
 
     def feed(self, raw: str, number: int, source: str = "", where: str = "",
              regexes_only: bool = False) -> None:
@@ -316,6 +318,11 @@ class Scanner:
         indent = self.indents.get((source, where))
         if indent:
             text = re.sub("(?m)^" + re.escape(indent), "", text)
+        if number == 1:  # ... and whether pdsh put a host's name before each line
+            self.hosts[(source, where)] = host_column(text)
+        hosts = self.hosts.get((source, where))
+        if hosts is not None:  # as ddpkit launch writes it: the line is the host's
+            text = hosts.sub(r"\g<host>:- | ", text)
         unwrapped = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
         text = rewrap(text) if unwrapped == text else unwrapped  # cut, else word-wrapped
         printed = text
