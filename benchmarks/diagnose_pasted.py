@@ -43,6 +43,8 @@ WAYS = {
     "ray-prefix": _each(lambda i, ln: "(RayTrainWorker pid=1234, ip=10.0.0.1) " + ln),
     "compose-prefix": _each(lambda i, ln: "trainer_1  | " + ln),
     "pdsh-prefix": _each(lambda i, ln: "worker-1: " + ln),
+    "kubectl-prefix": _each(lambda i, ln: "[pod/trainer-worker-0/pytorch] " + ln),
+    "skypilot-prefix": _each(lambda i, ln: "(worker1, rank=1, pid=2233, ip=10.0.0.3) " + ln),
     "kubectl-timestamps": _each(lambda i, ln: f"2024-05-01T10:00:{i % 60:02d}.123456789Z {ln}"),
     "terminal-cut-100": lambda t: "\n".join(ln[i:i + 100] for ln in t.splitlines()
                                             for i in range(0, max(len(ln), 1), 100)),

@@ -1094,3 +1094,17 @@ def test_pdsh_host_column_is_where_the_line_came_from():
     from ddpkit.troubleshoot.diagnose.lines import host_column
     assert host_column("RuntimeError: a\nValueError: b\nINFO: c\nWARNING: d") is None
     assert host_column("torch.distributed.DistBackendError: x\nnode-1: y\nnode-1: z") is None
+
+
+@pytest.mark.parametrize("prefix, where, who", [
+    ("[pod/trainer-worker-0/pytorch] ", "trainer-worker-0", "trainer-worker-0"),  # kubectl
+    ("(worker1, rank=1, pid=2233, ip=10.0.0.3) ", "worker1:1", "rank 1 (worker1)"),  # SkyPilot
+    ("(head, rank=0, pid=2515) ", "head:0", "rank 0 (head)"),
+])
+def test_cluster_tools_prefixes_say_where_the_line_came_from(prefix, where, who):
+    line = normalise(prefix + "KeyError: 'image'", 1)
+    assert (line.text, line.where) == ("KeyError: 'image'", where)
+    log = [prefix + row for row in ["Traceback (most recent call last):",
+                                    '  File "/work/train.py", line 57, in <module>',
+                                    "KeyError: 'image'"]]
+    assert diagnose(log)[0].title.startswith(who + " raised KeyError")

@@ -25,6 +25,10 @@ PREFIXES = (
     # Ray's worker prefix: "(RayTrainWorker pid=1234, ip=10.0.0.1) "
     re.compile(r"\((?:[A-Za-z_][\w.:]* )?pid=(?P<pid>\d+)(?:, ip=(?P<host>[\w.:\-]+))?[^)]{0,80}\) "),
     re.compile(r"(?P<host>[\w.\-]+?[_-]\d+)\s+\| "),  # docker compose: "trainer_1  | "
+    # kubectl logs --prefix: "[pod/trainer-worker-0/pytorch] "
+    re.compile(r"\[pod/(?P<host>[\w.\-]+)/[\w.\-]+\] ?"),
+    # SkyPilot: "(head, rank=0, pid=2515) ", "(worker1, rank=1, pid=2233, ip=10.0.0.3) "
+    re.compile(r"\((?P<host>[\w.\-]+), rank=(?P<rank>\d+), pid=\d+(?:, ip=[\w.:\-]+)?\) "),
 )
 # What a web page or a log collector adds to every line of a log pasted into a thread: HTML
 # entities (&quot;), non-breaking and other wide spaces, e-mail/markdown quote marks ("> "),
@@ -256,10 +260,12 @@ def _prefixes_for(text: str) -> tuple:
         return PREFIXES[1:2]
     if head == "[d":
         return PREFIXES[2:3]
+    if head == "[p":
+        return PREFIXES[7:8]
     if head[:1] == "[":
         return PREFIXES[3:4]
     if head == "(p" or (head[:1] == "(" and "pid=" in text[:60]):
-        return PREFIXES[5:6]
+        return PREFIXES[5:6] + PREFIXES[8:9]
     if " | " in text[:80]:
         return PREFIXES[0:1] + (PREFIXES[4:5] if head[:1].isdigit() else ()) + PREFIXES[6:7]
     return PREFIXES[4:5] if head[:1].isdigit() else ()
