@@ -1108,3 +1108,51 @@ def test_cluster_tools_prefixes_say_where_the_line_came_from(prefix, where, who)
                                     '  File "/work/train.py", line 57, in <module>',
                                     "KeyError: 'image'"]]
     assert diagnose(log)[0].title.startswith(who + " raised KeyError")
+
+
+def test_rejoining_never_takes_lines_of_their_own_for_a_wrapped_one():
+    """Found in review: lines of two sources, a traceback pasted without its indent, an srun
+    rank, a program's or a logger's name before a colon are no wrapped rows or host columns."""
+    from ddpkit.troubleshoot.diagnose.lines import host_column, rewrap
+    # two compose services' NCCL lines of about one length, then one's WARN: read on its line
+    chan = "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0"
+    log = [f"master_1  | node-a:101:201 [0] {chan}", f"worker_1  | node-b:102:202 [0] {chan}",
+           f"master_1  | node-a:101:201 [0] {chan} x", f"worker_1  | node-b:102:202 [0] {chan} y",
+           "worker_1  | node-b:102:202 [0] misc/socket.cc:484 NCCL WARN Net : Connection closed "
+           "by remote peer"]
+    assert rewrap("\n".join(log)) == "\n".join(log)
+    first = diagnose(log)[0]
+    assert first.evidence["line"] == 5 and first.evidence["where"] == "worker_1"
+    # a traceback pasted without indents: each frame line stays its own
+    tb = ['File "/usr/lib/python3/dist-packages/torch/distributed/rendezvous.py", line 185, in '
+          '_create_c10d_store', "return TCPStore(", 'File "/usr/lib/python3/dist-packages/torch/'
+          'distributed/distributed_c10d.py", line 595, in init_process_group',
+          "store, rank, world_size = next(rendezvous_iterator)"]
+    assert rewrap("\n".join(tb)) == "\n".join(tb)
+    # srun -l's rank, python's own name, a logger's module path: no host column
+    assert host_column("0: Traceback (most recent call last):\n0: KeyError: 'x'\n1: hi") is None
+    assert host_column("python3: can't open file 'a.py'\npython3: can't open file 'b.py'") is None
+    assert host_column("torch.distributed.elastic.multiprocessing.api: [WARNING] a\n"
+                       "torch.distributed.elastic.multiprocessing.api: [ERROR] b") is None
+    srun = ["0: Traceback (most recent call last):", '0:   File "/work/train.py", line 57, in '
+            "<module>", '0:     x = batch["image"]', "0: KeyError: 'image'", "1: hello"]
+    assert diagnose(srun)[0].title.startswith("rank 0 raised KeyError")
+
+
+def test_a_bare_exception_is_hidden_only_by_a_cause_on_its_own_ranks_next_lines():
+    tb = ["[rank0]: Traceback (most recent call last):",
+          '[rank0]:   File "/work/train.py", line 10, in <module>',
+          "[rank0]:     assert batch.shape[0] == 32", "[rank0]: AssertionError",
+          "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."]
+    assert [f.category for f in diagnose(tb)] == ["script_error", "oom_cuda_error"]
+
+
+def test_a_cut_before_a_space_and_behind_pdsh_names_is_joined():
+    """A healthy two-node deepspeed run relayed by pdsh, copied from a terminal that cut every
+    row at 100 columns (one cut falls before a space): the launch command is read whole, not as
+    a row that ends in an empty `--master_addr=`."""
+    log = FIXTURES / "diagnose" / "healthy13" / "gh-aws-hpc-tutorials-batch-mnp-deepspeed-pdsh-2node.log"
+    text = body(log.read_text(encoding="utf-8"))
+    rows = [ln[i:i + 100] for ln in text.splitlines() for i in range(0, max(len(ln), 1), 100)]
+    assert any(r.endswith("--master_addr=") for r in rows) and any(r[:2] == " -" for r in rows)
+    assert [f.id for f in diagnose(rows)] == []

@@ -76,7 +76,8 @@ def unwrap(text: str) -> str:
     exactly W characters long, none longer, 60 <= W <= 400) with each cut line joined to the
     next; the line that continued one is left blank, so every line keeps its number. Rows of a
     table (nccl-tests, nvidia-smi, a topology matrix) are as wide as each other too: a row is
-    never taken for a continuation when it starts with a blank or a border, or as the line
+    never taken for a continuation when it starts with two blanks, a tab or a border (one
+    blank: the cut fell before a space), or as the line
     before it does, nor when it starts a record of its own (NEW_RECORD); one line printed by
     every rank is as wide on each: the width must hold 3 different lines."""
     rows = text.split("\n")
@@ -90,7 +91,8 @@ def unwrap(text: str) -> str:
     while i < len(rows) - 1:
         j = i
         while (j < len(rows) - 1 and len(rows[j]) == longest and rows[j + 1]
-               and not rows[j + 1][0].isspace() and rows[j + 1][0] not in "|+"
+               and not rows[j + 1][(rows[j + 1][:1] == " "):][:1].isspace()
+               and rows[j + 1][0] not in "|+"
                and rows[j + 1][:3] != rows[i][:3] and not NEW_RECORD.match(rows[j + 1])):
             j += 1
         if j > i:
@@ -107,14 +109,31 @@ ROW_RECORD = re.compile(r"[\w.\-]+:\d+:\d+ \[\d+\]|(?:\([\w.\-]+\) )?[\w.\-]+@[\
                         r"|[-dlcbps][-rwxsStT]{9}")
 
 
+# A row complete as it stands: a traceback's frame line (its code line, pasted without its
+# indent, is a line of its own), a border or separator (one character repeated).
+COMPLETE = re.compile(r'\s*File "[^"]*", line \d+|(.)\1{9}')
+# The start of a record NEW_RECORD does not name: NCCL's own error names ("ncclInvalidUsage:"),
+# a line of NCCL's (behind any prefix), a border.
+OWN_LINE = re.compile(r"nccl[A-Z]\w*:|[\w.]*(?:Error|Exception|Warning|Usage|Failure)\b|(.)\1{9}"
+                      r"|.{0,80}\bNCCL (?:INFO|WARN|TRACE)\b")
+
+
+def _own_line(row: str) -> bool:
+    """The row starts a line of its own: a record, a prefix a launcher put on every line."""
+    return bool(NEW_RECORD.match(row) or ROW_RECORD.match(row) or OWN_LINE.match(row)
+                or any(rx.match(row) for rx in _prefixes_for(row)) or " | " in row[:40])
+
+
 def rewrap(text: str) -> str:
     """A chunk whose long lines a forum, an e-mail or a text widget word-wrapped at a width W:
     a row was broken only where the next word would not fit (its length, a space and the next
-    row's first word exceed W). Such a row is joined to the rows that continue it, with a space,
-    the continuation rows left blank (every line keeps its number). Taken for wrapped only when
-    two rows or more, each within 20 characters of W, break that way: in a log nobody wrapped
-    the longest line alone does. A row never continues one when it starts with a blank, a
-    border, a record of its own (NEW_RECORD, ROW_RECORD) or as the row before it does."""
+    row's first word exceed W). Such a row is joined to the rows (10 at most) that continue it,
+    with a space, the continuation rows left blank (every line keeps its number). Taken for
+    wrapped only when two rows or more within 20 characters of W break that way, and most such
+    rows do: in a log nobody wrapped, the longest lines are mostly followed by lines of their
+    own. A row never continues one when it starts with a blank, a border, a line of its own
+    (_own_line: a record, a launcher's prefix, an NCCL line) or as the row before it does; a
+    frame line or a separator is never continued."""
     rows = text.split("\n")
     longest = max(map(len, rows))
     if not 60 <= longest <= 400:
@@ -124,20 +143,21 @@ def rewrap(text: str) -> str:
         row, nxt = rows[i], rows[i + 1]
         if not row or not nxt or row[-1].isspace() or nxt[0].isspace() or nxt[0] in "|+#":
             return False
-        if nxt[:3] == row[:3] or NEW_RECORD.match(nxt) or ROW_RECORD.match(nxt):
+        if nxt[:3] == row[:3] or COMPLETE.match(row) or _own_line(nxt):
             return False
         first = nxt.split(None, 1)[0]
         return len(row) + 1 + len(first) > longest
 
-    at = [i for i in range(len(rows) - 1) if len(rows[i]) >= longest - 20 and breaks(i)]
-    if len(at) < 2:
+    near = [i for i in range(len(rows) - 1) if len(rows[i]) >= longest - 20]
+    at = [i for i in near if breaks(i)]
+    if len(at) < 2 or len(at) * 5 < len(near) * 3:
         return text
     i = 0
     while i < len(rows) - 1:
         j = i
-        while j < len(rows) - 1 and breaks(j):  # (a row before a long word may be short)
-            j += 1
-        if j > i:
+        while j < len(rows) - 1 and j - i < 10 and breaks(j):  # (a row before a long word
+            j += 1  # may be short)
+        if j > i:  # (with a space: the longest row is W long, cut or wrapped alike)
             rows[i] = " ".join(rows[i:j + 1])
             for k in range(i + 1, j + 1):
                 rows[k] = ""
@@ -146,8 +166,12 @@ def rewrap(text: str) -> str:
 
 
 HOST_COLUMN = re.compile(r"([A-Za-z0-9][\w.\-]*): ")
-# What a line may start with that is no host: an exception or a level ("RuntimeError: ").
-NOT_HOST = re.compile(r"(?i).*(?:error|exception|warning|info|debug|note|traceback|file|line)$")
+# What a line may start with that is no host: an exception or a level ("RuntimeError: "), a
+# program ("python3: can't open file"), a logger's dotted module path with no digit or dash
+# ("torch.distributed.elastic.multiprocessing.api: "), a rank number alone (srun -l: "0: ").
+NOT_HOST = re.compile(r"(?i).*(?:error|exception|warning|info|debug|note|traceback|file|line)$"
+                      r"|(?:python|pypy|pip|conda|bash|sh|mpirun|mpiexec|srun|torchrun|deepspeed"
+                      r"|accelerate|horovodrun|ssh|pdsh)[\d.]*$|[^\d\-]*\.[^\d\-]*$|\d+$")
 
 
 def host_column(text: str, lines: int = 40) -> re.Pattern | None:
@@ -155,7 +179,8 @@ def host_column(text: str, lines: int = 40) -> re.Pattern | None:
     every line they relay. Half or more of a source's first non-blank lines (3 or more, or both
     of two) starting with one
     of at most 16 such names, each with a digit, a dash or a dot as host names have
-    (worker-1, node01, 10.0.0.2) and none an exception or a level: a regex that takes the
+    (worker-1, node01, 10.0.0.2) and none an exception, a level, a program, a module path or
+    a rank number alone (NOT_HOST): a regex that takes the
     column off those names (its group "host"); None otherwise."""
     rows = [r for r in text.split("\n", lines * 3)[:lines * 3] if r.strip()][:lines]
     hosts: dict[str, int] = {}

@@ -318,13 +318,15 @@ class Scanner:
         indent = self.indents.get((source, where))
         if indent:
             text = re.sub("(?m)^" + re.escape(indent), "", text)
+        unwrapped = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
+        cut, text = unwrapped != text, unwrapped
         if number == 1:  # ... and whether pdsh put a host's name before each line
             self.hosts[(source, where)] = host_column(text)
         hosts = self.hosts.get((source, where))
-        if hosts is not None:  # as ddpkit launch writes it: the line is the host's
-            text = hosts.sub(r"\g<host>:- | ", text)
-        unwrapped = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
-        text = rewrap(text) if unwrapped == text else unwrapped  # cut, else word-wrapped
+        if hosts is not None:  # as ddpkit launch writes it: the line is the host's (after
+            text = hosts.sub(r"\g<host>:- | ", text)  # the cut rows, cut with the name, joined)
+        if not cut:  # word-wrapped (after the names: a line behind one is a line of its own)
+            text = rewrap(text)
         printed = text
         text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
         if text is not printed:
