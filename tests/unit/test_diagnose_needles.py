@@ -74,7 +74,6 @@ def _reference_lines(scan, text: str) -> set[int]:
 def test_the_chunk_test_reads_the_same_lines_as_tokenizing_it_all():
     import random
 
-    from ddpkit.troubleshoot.diagnose.lines import rewrap, unwrap
     from ddpkit.troubleshoot.diagnose.scan import Scanner
 
     rng = random.Random(12)
@@ -88,10 +87,9 @@ def test_the_chunk_test_reads_the_same_lines_as_tokenizing_it_all():
                  for _ in range(400)]
         text = "\n".join(lines)
         scan.feed_text(text, 1)
-        # the gate reads the chunk as the scanner rejoined it (random rows of random lengths
+        # the gate reads the chunk as the scanner prepared it (random rows of random lengths
         # can look word-wrapped)
-        seen = unwrap(text)
-        seen = rewrap(text) if seen == text else seen
+        seen = Scanner(signatures()).prepare(text, 1)
         assert set(read) == _reference_lines(scan, seen)
 
 

@@ -13,23 +13,21 @@ from ddpkit.data import load_toml
 
 # Colour codes, also as pasted into issue threads without their ESC byte ("[0m ").
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^(?:\[[0-9;]{1,5}m)+ ?")
-# Per-rank prefixes a log line may carry, outermost first; each may appear nested in another.
-# Named groups say where the line came from.
-PREFIXES = (
-    re.compile(r"(?P<host>[\w.\-]+):(?P<rank>\d+|-) +\| "),  # ddpkit launch
-    re.compile(r"\[rank(?P<rank>\d+)\]: ?"),  # torchrun's tee / torch's own tracebacks
-    re.compile(r"\[default(?P<local>\d+)\]: ?"),  # torchrun's default tee prefix
-    # mpirun/horovodrun ("[1,2]<stderr>:"), horovodrun's Gloo launcher ("[2]<stderr>:")
-    re.compile(r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr)>: ?"),
-    re.compile(r"(?P<rank>\d+): "),  # srun -l
-    # Ray's worker prefix: "(RayTrainWorker pid=1234, ip=10.0.0.1) "
-    re.compile(r"\((?:[A-Za-z_][\w.:]* )?pid=(?P<pid>\d+)(?:, ip=(?P<host>[\w.:\-]+))?[^)]{0,80}\) "),
-    re.compile(r"(?P<host>[\w.\-]+?[_-]\d+)\s+\| "),  # docker compose: "trainer_1  | "
-    # kubectl logs --prefix: "[pod/trainer-worker-0/pytorch] "
-    re.compile(r"\[pod/(?P<host>[\w.\-]+)/[\w.\-]+\] ?"),
-    # SkyPilot: "(head, rank=0, pid=2515) ", "(worker1, rank=1, pid=2233, ip=10.0.0.3) "
-    re.compile(r"\((?P<host>[\w.\-]+), rank=(?P<rank>\d+), pid=\d+(?:, ip=[\w.:\-]+)?\) "),
-)
+# Per-rank prefixes a log line may carry; each may appear nested in another. Named groups say
+# where the line came from. _prefixes_for picks the ones a line's first characters allow.
+LAUNCH = re.compile(r"(?P<host>[\w.\-]+):(?P<rank>\d+|-) +\| ")  # ddpkit launch
+TEE_RANK = re.compile(r"\[rank(?P<rank>\d+)\]: ?")  # torchrun's tee / torch's own tracebacks
+TEE_DEFAULT = re.compile(r"\[default(?P<local>\d+)\]: ?")  # torchrun's default tee prefix
+# mpirun/horovodrun ("[1,2]<stderr>:"), horovodrun's Gloo launcher ("[2]<stderr>:")
+MPI_TAG = re.compile(r"\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<(?:stdout|stderr)>: ?")
+SRUN = re.compile(r"(?P<rank>\d+): ")  # srun -l
+# Ray's worker prefix: "(RayTrainWorker pid=1234, ip=10.0.0.1) "
+RAY = re.compile(r"\((?:[A-Za-z_][\w.:]* )?pid=(?P<pid>\d+)(?:, ip=(?P<host>[\w.:\-]+))?[^)]{0,80}\) ")
+COMPOSE = re.compile(r"(?P<host>[\w.\-]+?[_-]\d+)\s+\| ")  # docker compose: "trainer_1  | "
+# kubectl logs --prefix: "[pod/trainer-worker-0/pytorch] "
+KUBECTL = re.compile(r"\[pod/(?P<host>[\w.\-]+)/[\w.\-]+\] ?")
+# SkyPilot: "(head, rank=0, pid=2515) ", "(worker1, rank=1, pid=2233, ip=10.0.0.3) "
+SKYPILOT = re.compile(r"\((?P<host>[\w.\-]+), rank=(?P<rank>\d+), pid=\d+(?:, ip=[\w.:\-]+)?\) ")
 # What a web page or a log collector adds to every line of a log pasted into a thread: HTML
 # entities (&quot;), non-breaking and other wide spaces, e-mail/markdown quote marks ("> "),
 # markdown code fences (a fence is no line of the log: blank it, so the log's last line stays its
@@ -87,16 +85,27 @@ def unwrap(text: str) -> str:
     wide = {row for row in rows if len(row) == longest}
     if len(wide) < 3 or sum(len(r) == longest for r in rows) * 50 < len(rows):
         return text
+
+    def continues(i: int, j: int) -> bool:  # row j was cut, row j + 1 is its rest
+        nxt = rows[j + 1]
+        return (len(rows[j]) == longest and bool(nxt)
+                and not nxt[(nxt[:1] == " "):][:1].isspace() and nxt[0] not in "|+"
+                and nxt[:3] != rows[i][:3] and not NEW_RECORD.match(nxt))
+
+    return _join_runs(rows, continues, "")
+
+
+def _join_runs(rows: list[str], continues, sep: str, most: int = 0) -> str:
+    """Each run of rows that `continues(first, j)` says go on (row j + 1 is the rest of row j),
+    joined with `sep` into its first row, the others left blank: every line keeps its number.
+    `most`: the longest run, in rows after the first (0: no limit)."""
     i = 0
     while i < len(rows) - 1:
         j = i
-        while (j < len(rows) - 1 and len(rows[j]) == longest and rows[j + 1]
-               and not rows[j + 1][(rows[j + 1][:1] == " "):][:1].isspace()
-               and rows[j + 1][0] not in "|+"
-               and rows[j + 1][:3] != rows[i][:3] and not NEW_RECORD.match(rows[j + 1])):
+        while j < len(rows) - 1 and (not most or j - i < most) and continues(i, j):
             j += 1
         if j > i:
-            rows[i] = "".join(rows[i:j + 1])
+            rows[i] = sep.join(rows[i:j + 1])
             for k in range(i + 1, j + 1):
                 rows[k] = ""
         i = j + 1
@@ -109,19 +118,20 @@ ROW_RECORD = re.compile(r"[\w.\-]+:\d+:\d+ \[\d+\]|(?:\([\w.\-]+\) )?[\w.\-]+@[\
                         r"|[-dlcbps][-rwxsStT]{9}")
 
 
-# A row complete as it stands: a traceback's frame line (its code line, pasted without its
-# indent, is a line of its own), a border or separator (one character repeated).
+# A row complete as it stands, never continued, and a line of its own: a traceback's frame line
+# (its code line, pasted without its indent, is a line of its own too), a separator (one
+# character repeated).
 COMPLETE = re.compile(r'\s*File "[^"]*", line \d+|(.)\1{9}')
 # The start of a record NEW_RECORD does not name: NCCL's own error names ("ncclInvalidUsage:"),
-# a line of NCCL's (behind any prefix), a border.
-OWN_LINE = re.compile(r"nccl[A-Z]\w*:|[\w.]*(?:Error|Exception|Warning|Usage|Failure)\b|(.)\1{9}"
+# a line of NCCL's (behind any prefix).
+OWN_LINE = re.compile(r"nccl[A-Z]\w*:|[\w.]*(?:Error|Exception|Warning|Usage|Failure)\b"
                       r"|.{0,80}\bNCCL (?:INFO|WARN|TRACE)\b")
 
 
 def _own_line(row: str) -> bool:
     """The row starts a line of its own: a record, a prefix a launcher put on every line."""
     return bool(NEW_RECORD.match(row) or ROW_RECORD.match(row) or OWN_LINE.match(row)
-                or any(rx.match(row) for rx in _prefixes_for(row)) or " | " in row[:40])
+                or COMPLETE.match(row) or any(rx.match(row) for rx in _prefixes_for(row)))
 
 
 def rewrap(text: str) -> str:
@@ -152,17 +162,9 @@ def rewrap(text: str) -> str:
     at = [i for i in near if breaks(i)]
     if len(at) < 2 or len(at) * 5 < len(near) * 3:
         return text
-    i = 0
-    while i < len(rows) - 1:
-        j = i
-        while j < len(rows) - 1 and j - i < 10 and breaks(j):  # (a row before a long word
-            j += 1  # may be short)
-        if j > i:  # (with a space: the longest row is W long, cut or wrapped alike)
-            rows[i] = " ".join(rows[i:j + 1])
-            for k in range(i + 1, j + 1):
-                rows[k] = ""
-        i = j + 1
-    return "\n".join(rows)
+    # (any row that breaks: one before a long word may be short; with a space: the longest row
+    # is W long, cut or wrapped alike)
+    return _join_runs(rows, lambda _first, j: breaks(j), " ", most=10)
 
 
 HOST_COLUMN = re.compile(r"([A-Za-z0-9][\w.\-]*): ")
@@ -282,18 +284,19 @@ def _prefixes_for(text: str) -> tuple:
     """The prefix patterns that can match this line (by its first characters)."""
     head = text[:2]
     if head == "[r":
-        return PREFIXES[1:2]
+        return (TEE_RANK,)
     if head == "[d":
-        return PREFIXES[2:3]
+        return (TEE_DEFAULT,)
     if head == "[p":
-        return PREFIXES[7:8]
+        return (KUBECTL,)
     if head[:1] == "[":
-        return PREFIXES[3:4]
+        return (MPI_TAG,)
     if head == "(p" or (head[:1] == "(" and "pid=" in text[:60]):
-        return PREFIXES[5:6] + PREFIXES[8:9]
+        return RAY, SKYPILOT
+    srun = (SRUN,) if head[:1].isdigit() else ()
     if " | " in text[:80]:
-        return PREFIXES[0:1] + (PREFIXES[4:5] if head[:1].isdigit() else ()) + PREFIXES[6:7]
-    return PREFIXES[4:5] if head[:1].isdigit() else ()
+        return (LAUNCH, *srun, COMPOSE)
+    return srun
 
 
 def normalise(raw: str, number: int, source: str = "", where: str = "") -> Line:

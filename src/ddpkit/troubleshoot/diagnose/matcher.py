@@ -107,17 +107,12 @@ class Hypothesis:
         return {sig.kind for sig, _unused in self.items}
 
 
-def _script_error(scan: Scanner, cause_lines: dict) -> tuple[PyException, float] | None:
-    """The first exception a rank raised in its own code, when no signature explains it.
-    `cause_lines`: (source, line number) -> where, of every line a cause signature matched."""
-    # (an exception with no message on its line prints it on the next ones of the same rank,
-    # "AssertionError:" then torch's "The NVIDIA driver on your system is too old": a cause
-    # there is its message)
+def _script_error(scan: Scanner, cause_lines: set) -> tuple[PyException, float] | None:
+    """The first exception a rank raised in its own code, when no signature explains it (on
+    any line its message is printed on: "AssertionError:" then torch's "The NVIDIA driver on
+    your system is too old")."""
     plain = [e for e in scan.tracebacks.exceptions if e.is_plain()
-             and (e.line.source, e.line.number) not in cause_lines
-             and (e.message.strip() or not any(
-                 cause_lines.get((e.line.source, e.line.number + k), None) == e.line.where
-                 for k in (1, 2)))]
+             and not any((e.line.source, n) in cause_lines for n in e.lines)]
     if not plain:
         return None
     root = scan.root_cause.get("rank")
@@ -182,8 +177,8 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     found = all_matches(sigs, scan)
     hung = hung or stuck_connecting(found)
     hyps = _hypotheses(found)
-    cause_lines = {(h.line.source, h.line.number): h.line.where for hyp in hyps
-                   for sig, hits in hyp.items if sig.kind == "cause" for h in hits}
+    cause_lines = {(h.line.source, h.line.number) for hyp in hyps for sig, hits in hyp.items
+                   if sig.kind == "cause" for h in hits}
     script = _script_error(scan, cause_lines)
     scored: list[tuple[bool, float, Finding]] = []
     any_cause = script is not None or any("cause" in h.kinds() for h in hyps)

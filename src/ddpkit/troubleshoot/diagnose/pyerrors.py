@@ -105,6 +105,12 @@ class PyException:
     message: str
     frames: list[tuple[str, int, str]] = field(default_factory=list)  # path, line, function
     missing_target: bool = False  # the script or module given to python does not exist
+    # the numbers of the lines its message is printed on: its own, and where its line holds
+    # none ("AssertionError:"), the next lines of its source (torch's driver check)
+    lines: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lines = self.lines or [self.line.number]
 
     @property
     def short_type(self) -> str:
@@ -164,10 +170,22 @@ class Tracebacks:
         # Source -> what stood before its "Traceback" ("[2024-05-01 10:00:01,123] ", a stamp
         # some tool put on every line), its digits written 0: cut from the traceback's lines.
         self.gutter: dict[str, str] = {}
+        # Source -> an exception whose message did not start on its own line: the next lines
+        # of that source (2 at most, each right after the last) are its message.
+        self.unsaid: dict[str, PyException] = {}
 
     def feed(self, line: Line) -> None:
         text = line.text
         key = line.source + "|" + line.where
+        exc = self.unsaid.pop(key, None)
+        if exc is not None and line.number == exc.lines[-1] + 1 and text.strip() \
+                and not text.startswith(TRACEBACK) and not FRAME.match(text) \
+                and not EXCEPTION.match(text):
+            exc.message = f"{exc.message} {text.strip()}".strip()
+            exc.lines.append(line.number)
+            if len(exc.lines) < 3:
+                self.unsaid[key] = exc
+            return
         gutter = self.gutter.get(key)
         if gutter and text[:len(gutter)].translate(DIGITS_0) == gutter:
             text = text[len(gutter):]
@@ -211,6 +229,8 @@ class Tracebacks:
         if m and len(self.exceptions) < self.limit:
             self.exceptions.append(PyException(line, m["type"], m["msg"] or "",
                                                list(stack or [])))
+            if not (m["msg"] or "").strip():
+                self.unsaid[key] = self.exceptions[-1]
         if stack is not None and m:
             self.frames.pop(key, None)
             self.gutter.pop(key, None)

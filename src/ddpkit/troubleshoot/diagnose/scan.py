@@ -307,26 +307,32 @@ class Scanner:
         if chunk:
             self.feed_text("\n".join(chunk), number, source, where)
 
+    def prepare(self, text: str, number: int, source: str = "", where: str = "") -> str:
+        """A chunk of a source without what a paste or a relay added to its lines (clean, the
+        indent of a code block, pdsh's host column) and with the rows a terminal cut or a forum
+        wrapped joined. A source's first chunk (`number` 1) says which of these it has."""
+        text = clean(text)
+        key = (source, where)
+        if number == 1:  # a source's first chunk says whether every line is indented
+            self.indents[key] = indent_of(text)
+        if self.indents.get(key):
+            text = re.sub("(?m)^" + re.escape(self.indents[key]), "", text)
+        unwrapped = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
+        cut, text = unwrapped != text, unwrapped
+        if number == 1:  # ... and whether pdsh put a host's name before each line
+            self.hosts[key] = host_column(text)
+        if self.hosts.get(key) is not None:  # as ddpkit launch writes it: the host's line
+            text = self.hosts[key].sub(r"\g<host>:- | ", text)  # (after the cut rows, cut
+            # with the name, were joined)
+        # word-wrapped (after the names: a line behind one is a line of its own)
+        return text if cut else rewrap(text)
+
     def feed_text(self, text: str, number: int, source: str = "", where: str = "") -> int:
         """A chunk of whole lines starting at line `number`; returns the next line's number.
         Only lines holding a word some regex needs, an error word, or a traceback mark are
         read one by one (and the first lines of a source, for the command, and the lines of
         torchrun's root-cause summary); every other line costs only C-level scanning."""
-        text = clean(text)
-        if number == 1:  # a source's first chunk says whether every line is indented
-            self.indents[(source, where)] = indent_of(text)
-        indent = self.indents.get((source, where))
-        if indent:
-            text = re.sub("(?m)^" + re.escape(indent), "", text)
-        unwrapped = unwrap(text)  # (after the indent: a cut row of a code block starts with it)
-        cut, text = unwrapped != text, unwrapped
-        if number == 1:  # ... and whether pdsh put a host's name before each line
-            self.hosts[(source, where)] = host_column(text)
-        hosts = self.hosts.get((source, where))
-        if hosts is not None:  # as ddpkit launch writes it: the line is the host's (after
-            text = hosts.sub(r"\g<host>:- | ", text)  # the cut rows, cut with the name, joined)
-        if not cut:  # word-wrapped (after the names: a line behind one is a line of its own)
-            text = rewrap(text)
+        text = self.prepare(text, number, source, where)
         printed = text
         text = english(text)  # a zh_CN machine's "拒绝连接" is read as "Connection refused"
         if text is not printed:
