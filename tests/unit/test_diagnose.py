@@ -1048,6 +1048,84 @@ def test_a_log_word_wrapped_by_a_forum_is_read_joined():
     assert rewrap("\n".join(shell)) == "\n".join(shell)
 
 
+NCCL_TESTS_HEADER = [
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+    "   algbw   busbw #wrong"]
+
+
+@pytest.mark.parametrize("row, wrong", [
+    # (the columns of nccl-tests' all_reduce_perf: out of place, then in place)
+    ("   1073741824     268435456     float     sum      -1    20079   53.48   93.58     12    19265"
+     "   55.74   97.54      0", True),
+    ("   1073741824     268435456     float     sum      -1    20079   53.48   93.58      0    19265"
+     "   55.74   97.54      7", True),
+    ("     33554432       8388608     float     sum    19.56  1715.44    0.00      3     0.78  4304"
+     "6.10    0.00    N/A", True),  # an older release: no root column
+    ("   1073741824     268435456     float     sum      -1    20079   53.48   93.58      0    19265"
+     "   55.74   97.54      0", False),
+    ("    33554432       8388608     float    none      -1    19.56  1715.44    0.00      0     0.78"
+     "  43046.10    0.00    N/A", False),
+    # a row a forum wrapped before "0" and a terminal-cut reader joined: a column is missing, so
+    # the time of the in-place run is not a count of wrong values
+    ("   1073741824     268435456     float     sum      -1    20079   53.48   93.580    19265   55"
+     ".74   97.54      0", False),
+])
+def test_nccl_tests_wrong_values_are_read_from_a_whole_row_only(row, wrong):
+    ids = [f.id for f in diagnose(NCCL_TESTS_HEADER + [row, "# Avg bus bandwidth    : 93.5"])]
+    assert ("nccl-tests-wrong-results" in ids) is wrong, ids
+
+
+@pytest.mark.parametrize("line, category", [
+    # Horovod's coordinator refuses these while a rank has called hvd.join()
+    ("horovod.common.exceptions.HorovodInternalError: Allgather is not supported with Join at "
+     "this time. Specify sparse_to_dense=True if using DistributedOptimizer", "horovod_specific"),
+    ("RuntimeError: Reducescatter is not supported with Join at this time.", "horovod_specific"),
+    ("RuntimeError: Process-set rank zero tried to ALLGATHER a rank-zero tensor.",
+     "horovod_specific"),
+    # DistributedSampler given fewer replicas than ranks (Lightning's num_nodes left at 1)
+    ("ValueError: Invalid rank 8, rank should be in the interval [0, 7]", "launcher_misuse"),
+    # pdsh (DeepSpeed's multi-node launcher) still on its rsh module
+    ("pdsh@node1: node2: rcmd: socket: Permission denied", "ssh_failure"),
+    ("rcmd: socket: Permission denied", "ssh_failure"),
+    # the descriptors of a tensor shared with a DataLoader worker did not arrive (ulimit -n)
+    ("RuntimeError: received 0 items of ancdata", "shared_memory_docker"),
+    # a CPU tensor given to a process group with only NCCL in it (torch 2.x's dispatcher)
+    ("NotImplementedError: Could not run 'c10d::allreduce_' with arguments from the 'CPU' "
+     "backend. This could be because the operator doesn't exist for this backend",
+     "ddp_usage_error"),
+    # the toolkit's stub libcuda loaded instead of the driver's
+    ("init.cc:261 NCCL WARN Cuda failure 'CUDA driver is a stub library'",
+     "version_mismatch"),
+    # a cuDNN on LD_LIBRARY_PATH shadows the one torch bundles
+    ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but "
+     "found runtime version (8, 4, 0). PyTorch already comes bundled with cuDNN.",
+     "version_mismatch"),
+    # a rank that reached monitored_barrier while rank 0 did not answer: an echo of rank 0
+    ("RuntimeError: Rank 1 successfully reached monitoredBarrier, but received errors while "
+     "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.",
+     "nccl_timeout_or_desync"),
+])
+def test_families_read_from_the_sources_name_their_cause(line, category):
+    assert [f.category for f in diagnose([line])][:1] == [category]
+
+
+def test_rank0s_own_error_comes_before_the_monitored_barrier_that_waited_for_it():
+    log = ["[rank0]: Traceback (most recent call last):",
+           '[rank0]:   File "/work/train.py", line 40, in <module>',
+           "[rank0]:     wandb.init(project='x')",
+           "[rank0]: wandb.errors.errors.UsageError: No API key configured. Use `wandb login` to "
+           "log in.",
+           "[rank1]: Traceback (most recent call last):",
+           '[rank1]:   File "/work/train.py", line 52, in <module>',
+           "[rank1]:     dist.monitored_barrier()",
+           "[rank1]: RuntimeError: Rank 1 successfully reached monitoredBarrier, but received "
+           "errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty "
+           "rank."]
+    found = diagnose(log)
+    assert found[0].category == "script_error" and "rank 0" in found[0].title, found[0].title
+    assert "monitored-barrier-rank0-failed" in [f.id for f in found]
+
+
 def test_an_exception_whose_message_is_a_cause_is_not_also_the_scripts_error():
     """torch's driver check raises a bare AssertionError and prints its message on the next
     lines: that message is the cause, not a second, plain error of the script."""
