@@ -1096,6 +1096,13 @@ def test_nccl_tests_wrong_values_are_read_from_a_whole_row_only(row, wrong):
     # the toolkit's stub libcuda loaded instead of the driver's
     ("init.cc:261 NCCL WARN Cuda failure 'CUDA driver is a stub library'",
      "version_mismatch"),
+    # a C++/CUDA extension that cannot be built here (no toolkit, nvcc older than the GPU, a
+    # host compiler newer than the toolkit allows)
+    ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+     "root.", "version_mismatch"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_90'", "version_mismatch"),
+    ("/usr/local/cuda/include/crt/host_config.h:132:2: error: #error -- unsupported GNU version! "
+     "gcc versions later than 11 are not supported!", "version_mismatch"),
     # a cuDNN on LD_LIBRARY_PATH shadows the one torch bundles
     ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but "
      "found runtime version (8, 4, 0). PyTorch already comes bundled with cuDNN.",
