@@ -1116,6 +1116,17 @@ def test_families_read_from_the_sources_name_their_cause(line, category):
     assert [f.category for f in diagnose([line])][:1] == [category]
 
 
+@pytest.mark.parametrize("line", [
+    # warnings of runs that go on: the same words raised would be a cause
+    "WARNING 05-01 10:00:00 [nixl_connector.py:50] NIXL is not available",
+    "UserWarning: FlashAttention requires torch >= 2.0, falling back to the math kernel",
+    "[2025-01-01 10:00:00,000] [WARNING] [config.py:12] DeepSpeed version should be >= 0.16.4 "
+    "for tensor parallel inference",
+])
+def test_a_version_requirement_only_warned_is_no_finding(line):
+    assert diagnose([line]) == []
+
+
 def test_rank0s_own_error_comes_before_the_monitored_barrier_that_waited_for_it():
     log = ["[rank0]: Traceback (most recent call last):",
            '[rank0]:   File "/work/train.py", line 40, in <module>',
