@@ -1127,6 +1127,38 @@ def test_a_version_requirement_only_warned_is_no_finding(line):
     assert diagnose([line]) == []
 
 
+@pytest.mark.parametrize("line", [
+    # printed by runs that go on (a review of the catalogue rounds' families found each)
+    "misc/xml.cc:50 NCCL WARN Could not open XML topology file /opt/microsoft/ndv4-topo.xml : "
+    "No such file or directory",
+    "2024-01-01 10:00:00,000\tWARNING utils.py:1333 -- Unable to connect to GCS at "
+    "nid00911:6379. Check that (1) Ray GCS with matching version started successfully at the "
+    "specified address, and (2) there is no firewall setting preventing access.",
+    "[1700000000.123456] [node1:2345 :0]     ucp_context.c:1263 UCX  WARN  network device "
+    "'mlx5_2:1' is not available, please use one or more of: 'mlx5_0:1'(ib)",
+    "E1203 12:35:00.123000 2345 torch/distributed/elastic/agent/server/api.py:1008] Error "
+    "waiting on exit barrier. Elapsed: 300.0 seconds",
+    "srun: error: node2: tasks 0-7 unable to claim reserved port, retrying.",
+])
+def test_warnings_of_working_runs_are_no_finding(line):
+    # (a line with an error word may still be shown as `unknown` with its lines: no cause)
+    assert [f.category for f in diagnose([line]) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line, category", [
+    ("enqueue.cc:1971 NCCL WARN Error : no algorithm/protocol available for function AllReduce "
+     "with datatype ncclInt8. NCCL_ALGO was set to Tree. NCCL_PROTO was set to LL128.",
+     "launcher_misuse"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_100a'", "version_mismatch"),
+    ("srun: error: node01: tasks 0-3 unable to claim reserved port, aborting.",
+     "port_in_use_or_firewall"),
+    ("ConnectionError: Could not read 'session_name' from GCS. Did GCS start successfully?",
+     "rendezvous_master_unreachable"),
+])
+def test_the_reviewed_families_read_their_real_wordings(line, category):
+    assert [f.category for f in diagnose([line])][:1] == [category]
+
+
 def test_rank0s_own_error_comes_before_the_monitored_barrier_that_waited_for_it():
     log = ["[rank0]: Traceback (most recent call last):",
            '[rank0]:   File "/work/train.py", line 40, in <module>',
