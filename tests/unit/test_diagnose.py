@@ -1159,6 +1159,80 @@ def test_the_reviewed_families_read_their_real_wordings(line, category):
     assert [f.category for f in diagnose([line])][:1] == [category]
 
 
+@pytest.mark.parametrize("lines", [
+    # round seven's review: settings banners (torch 2.3, 2.7+) beside a loopback bootstrap on
+    # one machine; a REJECT rule listed on a stock host; SELinux denials in permissive mode;
+    # the Kubeflow init container's loop during a normal start; xFormers' warning at import
+    ["node1:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+     "I1203 10:00:00.000 ProcessGroupNCCL.cpp:900] [PG 0 Rank 0] HeartbeatMonitor environments: "
+     "TORCH_NCCL_ENABLE_MONITORING (Whether to kill program when no watchdog heartbeat "
+     "detected): 1, TORCH_NCCL_DUMP_ON_TIMEOUT: 1, TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC: 15000, "
+     "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: 480"],
+    ["node1:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+     "I0501 10:00:00.000 ProcessGroupNCCL.cpp:810] [Rank 0] ProcessGroupNCCL initialization "
+     "options: NCCL version: 2.20.5, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC: 600"],
+    ["REJECT     all  --  anywhere             anywhere             reject-with "
+     "icmp-host-prohibited"],
+    ['type=AVC msg=audit(1700000000.1:45): avc:  denied  { name_connect } for  pid=2345 '
+     'comm="python" dest=29500 scontext=a tcontext=b tclass=tcp_socket permissive=1',
+     "RuntimeError: The client socket has failed to connect to node0:29500 (errno: 111 - "
+     "Connection refused)."],
+    ["waiting for master", "waiting for master", "waiting for master"],
+    ["WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:"],
+])
+def test_state_that_working_hosts_show_is_no_cause_of_its_own(lines):
+    got = diagnose(lines)
+    assert not {"firewall-rule-or-selinux-blocks", "kubeflow-init-waiting-for-master",
+                "collective-transport-on-loopback", "extension-built-for-other-torch"} & {
+        f.id for f in got}, [(f.id, f.category) for f in got]
+
+
+@pytest.mark.parametrize("lines, wanted", [
+    (["waiting for master", "pytorchjob-worker-0   0/1   Init:CrashLoopBackOff   5   4m"],
+     "kubeflow-init-waiting-for-master"),
+    # Python 3.12+'s repr of a notebook's __main__, and 3.14's pickling error
+    (["AttributeError: Can't get attribute 'train' on <module '__main__' (<class "
+      "'_frozen_importlib.BuiltinImporter'>)>"], "spawned-object-not-picklable"),
+    (["_pickle.PicklingError: Can't pickle local object <function main.<locals>.worker at "
+      "0x7fb4c8d2a160>"], "spawned-object-not-picklable"),
+    # an installed torch too old for the module, not a node without torch
+    (["/usr/bin/python3: No module named torch.distributed.run"], "torch-api-missing"),
+    (["/usr/bin/python3: No module named torch"], "node-python-lacks-package"),
+    (["node2:1:1 [0] NCCL WARN Net : Connect to 10.0.0.2<43210> failed : Connection timed out"],
+     "nccl-connect-timed-out"),
+    (["RuntimeError: Cannot use ReduceOp.PREMUL_SUM with Gloo"], "pg-backend-lacks-op"),
+    (["ValueError: You set `strategy=ddp` but strategies from the DDP family are not supported "
+      "on the MPS accelerator. Either explicitly set `accelerator='cpu'` or change the "
+      "strategy."], "lightning-ddp-on-mps"),
+    (["RuntimeError: torch.distributed is not available. Cannot initialize distributed process "
+      "group"], "torch-built-without-distributed"),
+    (["RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton "
+      "GPU compiler, which is used as the backend."], "gpu-older-than-software-or-arch-list-invalid"),
+    (["node1:1:1 [0] NCCL WARN NCCL library is too old. This application was compiled with NCCL "
+      "version 2.30.4, but is running with NCCL library version 2.28.9."], "nccl-undefined-symbol"),
+])
+def test_round_seven_families_after_review(lines, wanted):
+    got = diagnose(lines)
+    assert got and got[0].id == wanted, [(f.id, f.category) for f in got]
+
+
+def test_a_reject_rule_beside_a_refused_route_supports_the_firewall():
+    got = diagnose(["REJECT     all  --  anywhere             anywhere             reject-with "
+                    "icmp-host-prohibited",
+                    "RuntimeError: The client socket has failed to connect to node0:29500 "
+                    "(errno: 113 - No route to host)."])
+    assert got[0].category == "port_in_use_or_firewall"
+    assert "firewall-rule-or-selinux-blocks" in [
+        s["signature"] for s in got[0].evidence["supporting"]]
+
+
+def test_a_horovod_extension_missing_libmpi_is_horovods_family_only():
+    got = [f.id for f in diagnose([
+        '  File "/usr/lib/python3/dist-packages/horovod/torch/mpi_ops.py", line 50, in <module>',
+        "ImportError: libmpi.so.40: cannot open shared object file: No such file or directory"])]
+    assert got[:1] == ["horovod-extension-missing-library"] and "mpi-library-missing" not in got
+
+
 def test_rank0s_own_error_comes_before_the_monitored_barrier_that_waited_for_it():
     log = ["[rank0]: Traceback (most recent call last):",
            '[rank0]:   File "/work/train.py", line 40, in <module>',
