@@ -1226,11 +1226,86 @@ def test_a_reject_rule_beside_a_refused_route_supports_the_firewall():
         s["signature"] for s in got[0].evidence["supporting"]]
 
 
-def test_a_horovod_extension_missing_libmpi_is_horovods_family_only():
+def test_a_horovod_extension_missing_libmpi_is_horovods_family_first():
     got = [f.id for f in diagnose([
         '  File "/usr/lib/python3/dist-packages/horovod/torch/mpi_ops.py", line 50, in <module>',
         "ImportError: libmpi.so.40: cannot open shared object file: No such file or directory"])]
-    assert got[:1] == ["horovod-extension-missing-library"] and "mpi-library-missing" not in got
+    assert got[:1] == ["horovod-extension-missing-library"]
+
+
+def test_a_daemon_without_libmpi_in_a_horovodrun_log_is_still_named():
+    got = [f.id for f in diagnose([
+        '  File "/usr/lib/python3/dist-packages/horovod/runner/mpi_run.py", line 256, in mpi_run',
+        "orted: error while loading shared libraries: libmpi.so.40: cannot open shared object "
+        "file: No such file or directory"])]
+    assert got[:1] == ["mpi-library-missing"]
+
+
+@pytest.mark.parametrize("lines", [
+    # round eight's review: lines of working runs that its rules had made causes
+    ["INFO:root:node3[0] has been removed from elastic job"],
+    ["REJECT     all  --  anywhere             anywhere             reject-with "
+     "icmp-host-prohibited",
+     "[W1203 10:00:00.000 socket.cpp:752] [c10d] The client socket has failed to connect to "
+     "[node0]:29500 (errno: 111 - Connection refused).", "epoch 1 loss 0.5"],
+    ["[NeMo W 2024-01-01 10:00:00 exp_manager:557] You are running multi-node training without "
+     "SLURM handling the processes. Please note that this is not tested in NeMo and could "
+     "result in errors.",
+     "INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
+     "process group for rank: 0, key: store_based_barrier_key:1 (world_size=16, "
+     "worker_count=8, timeout=0:30:00)", "Epoch 0: 10% loss=2.1"],
+    ["  Rank 3 has launched up to operation 41234 -- GPU 3 managed by process 2348 on node node1"],
+    ["The OpenFabrics (openib) BTL failed to initialize while trying to allocate some locked "
+     "memory.  This typically can indicate that the memlock limits are set too low."],
+    ["bash: fork: retry: Resource temporarily unavailable", "Epoch 3 done"],
+])
+def test_round_eight_lines_of_working_runs_are_no_cause(lines):
+    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line, wanted", [
+    # torch >= 2.1 names the default group 0: key 1 is the first new_group, key 0 the init
+    ("torch.distributed.DistStoreError: Timed out initializing process group in store based "
+     "barrier on rank 3, for key: store_based_barrier_key:1 (world_size=8, num_workers_joined=4, "
+     "timeout=0:30:00)", "new-group-barrier-not-all-ranks"),
+    ("torch.distributed.DistStoreError: Timed out initializing process group in store based "
+     "barrier on rank 3, for key: store_based_barrier_key:0 (world_size=8, num_workers_joined=4, "
+     "timeout=0:30:00)", "store-clients-joined-timeout"),
+    ("RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for "
+     "key: store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)",
+     "store-clients-joined-timeout"),
+    ("RuntimeError: There was an unpickling error in all_gather_list. This likely means your "
+     "workers got out of syncronization (e.g. one is expecting to sync and another is not.)",
+     "fairseq-all-gather-list-out-of-sync"),
+    ("srun: fatal: SLURM_TRES_PER_TASK is mutually exclusive with --ntasks-per-gpu and "
+     "SLURM_NTASKS_PER_GPU", "slurm-step-geometry-rejected"),
+    ('Warning  Evicted  3m  kubelet  Usage of EmptyDir volume "shared-memory" exceeds the limit '
+     '"1Gi".', "torch-shm-write-failed"),
+    ("tensorflow.python.framework.errors_impl.InvalidArgumentError: 'visible_device_list' listed "
+     "an invalid Device id '1' but visible device count is 1", "cuda-invalid-device-ordinal"),
+    ("_pickle.PicklingError: Can't pickle local object <class "
+     "'__main__.main.<locals>.MyDataset'>", "spawned-object-not-picklable"),
+    ("ValueError: Cannot use ReduceOp.PREMUL_SUM with XCCL", "pg-backend-lacks-op"),
+    ("node1:1:1 [0] NCCL WARN NCCL library is not backwards compatible. This application was "
+     "compiled with NCCL version 2.28.3, but is running with NCCL library version 2.30.7.",
+     "nccl-newer-than-extension"),
+    ("RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) "
+     "but found one of them on device: cuda:1", "dataparallel-module-not-on-first-device"),
+    ("ERROR: Task 1 declared addresses {'eth0': [('172.17.0.3', 35031)]}, but has connected from "
+     "a different address 10.0.0.2. This is not supported. Is the server behind NAT?",
+     "horovodrun-no-common-interface"),
+    ("error: NCCL 2.0 library or its later version was not found (see error above).",
+     "horovod-build-missing-dependency"),
+    ("ValueError: The config file at /root/.cache/huggingface/accelerate/default_config.yaml had "
+     "unknown keys (['enable_cpu_affinity'])", "accelerate-config-from-newer-release"),
+    ("ValueError: Unknown CUDA arch (8.9) or GPU not supported",
+     "gpu-older-than-software-or-arch-list-invalid"),
+    ("ValueError: The rendezvous configuration string must be in format <key1>=<value1>,...,"
+     "<keyN>=<valueN>.", "launcher-option-malformed"),
+])
+def test_round_eight_families_after_review(line, wanted):
+    got = diagnose([line])
+    assert got and got[0].id == wanted, [(f.id, f.category) for f in got]
 
 
 def test_rank0s_own_error_comes_before_the_monitored_barrier_that_waited_for_it():
@@ -1358,3 +1433,10 @@ def test_a_cut_before_a_space_and_behind_pdsh_names_is_joined():
     rows = [ln[i:i + 100] for ln in text.splitlines() for i in range(0, max(len(ln), 1), 100)]
     assert any(r.endswith("--master_addr=") for r in rows) and any(r[:2] == " -" for r in rows)
     assert [f.id for f in diagnose(rows)] == []
+
+
+def test_a_refused_connection_inside_torch_distributed_on_windows_is_the_master():
+    got = diagnose(['  File "C:\\\\py\\\\lib\\\\site-packages\\\\torch\\\\distributed\\\\rendezvous.py", '
+                    'line 189, in _create_c10d_store',
+                    "ConnectionRefusedError: [WinError 10061] 由于目标计算机积极拒绝，无法连接。"])
+    assert got and got[0].id == "master-refused-connection", [f.id for f in got]

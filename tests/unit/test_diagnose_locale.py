@@ -24,8 +24,27 @@ PAIRS = [
 ]
 
 
-@pytest.mark.parametrize("line,local,eng", PAIRS, ids=lambda v: v if len(v) < 12 else None)
-def test_a_chinese_locale_gets_the_same_answer_as_english(line, local, eng):
+OTHER_LOCALES = [
+    # glibc's and bash's texts of other locales (libc.mo, bash.mo) and Windows' WinSock texts
+    ("ssh: connect to host node2 port 22: {}", "接続を拒否されました", "Connection refused"),
+    ("ssh: connect to host node2 port 22: {}", "В соединении отказано", "Connection refused"),
+    ("./run.sh: line 3: 25467 {}            torchrun --nproc_per_node=8 train.py", "強制終了",
+     "Killed"),
+    ("./run.sh: line 3: 25912 {}                torchrun --nproc_per_node=8 train.py", "Getötet",
+     "Killed"),
+    ("node2: bash: torchrun{}", ": команда не найдена", ": command not found"),
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+     "network address. The server socket has failed to bind to [::]:29500 (system error: 10048 "
+     "- {})", "通常每个套接字地址(协议/网络地址/端口)只允许使用一次。",
+     "Only one usage of each socket address (protocol/network address/port) is normally "
+     "permitted."),
+    ("OSError: [WinError 1455] {} Error loading \"C:\\torch\\lib\\cublas64_11.dll\"",
+     "页面文件太小，无法完成操作。", "The paging file is too small for this operation to complete."),
+]
+
+
+@pytest.mark.parametrize("line,local,eng", PAIRS + OTHER_LOCALES, ids=lambda v: v if len(v) < 12 else None)
+def test_a_non_english_locale_gets_the_same_answer_as_english(line, local, eng):
     want = [f.category for f in diagnose_report([line.format(eng)]).findings][:1]
     got = [f.category for f in diagnose_report([line.format(local)]).findings][:1]
     assert want and want != ["unknown"], want

@@ -225,20 +225,32 @@ GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
 
 
 @functools.lru_cache(maxsize=None)
-def _localized() -> tuple[tuple[str, str], ...]:
-    """(translated phrase, English), longest first: 没有那个设备或地址 before 没有那个设备."""
+def _localized() -> tuple[re.Pattern, dict[str, tuple[tuple[str, str], ...]]]:
+    """The translated phrases (a few hundred, nine locales) by their first non-ASCII character,
+    and a pattern of those characters: a line is checked only against phrases that can be in
+    it. A phrase without any non-ASCII character (German or French without accents) is left
+    out: `english` never reads an all-ASCII line, and checking it in every mixed one costs."""
     table = load_toml("localized_errors.toml")
-    pairs = {loc: eng for lang in table.values() for loc, eng in lang.items()}
-    return tuple(sorted(pairs.items(), key=lambda p: -len(p[0])))
+    index: dict[str, list[tuple[str, str]]] = {}
+    for lang in table.values():
+        for loc, eng in lang.items():
+            first = next((ch for ch in loc if ord(ch) > 127), None)
+            if first and loc != eng:
+                index.setdefault(first, []).append((loc, eng))
+    firsts = re.compile("[" + re.escape("".join(sorted(index))) + "]")
+    return firsts, {first: tuple(group) for first, group in index.items()}
 
 
 def english(text: str) -> str:
-    """A log text with the system's error phrases of a Chinese locale put back in English
-    (拒绝连接 -> Connection refused), so one signature reads both. Lines and their numbers
-    stay as they were; an ASCII text is returned as is, unread."""
+    """A log text with the system's error phrases of a non-English locale put back in English
+    (拒绝连接 -> Connection refused, Getötet -> Killed), so one signature reads both. Lines and
+    their numbers stay as they were; an all-ASCII text is returned as is, unread."""
     if text.isascii():
         return text
-    for loc, eng in _localized():
+    firsts, index = _localized()
+    candidates = [pair for ch in set(firsts.findall(text)) for pair in index[ch]]
+    # longest first: 没有那个设备或地址 before 没有那个设备
+    for loc, eng in sorted(candidates, key=lambda p: -len(p[0])):
         if loc in text:
             text = text.replace(loc, eng)
     return text
