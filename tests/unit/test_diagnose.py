@@ -1440,3 +1440,51 @@ def test_a_refused_connection_inside_torch_distributed_on_windows_is_the_master(
                     'line 189, in _create_c10d_store',
                     "ConnectionRefusedError: [WinError 10061] 由于目标计算机积极拒绝，无法连接。"])
     assert got and got[0].id == "master-refused-connection", [f.id for f in got]
+
+
+@pytest.mark.parametrize("lines", [
+    # round nine's review: lines of working runs that its rules had made causes
+    ["node1:1:1 [0] NCCL INFO NET/IB: Ip address '10.10.0.0/33' is invalid for family AF_INET, "
+     "ignoring address", "node1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE"],
+    ["2025-01-01 10:00:00 - WARNING - accelerate.accelerator - A wrapped DeepSpeed engine "
+     "reference is currently tied for this `Accelerator()` instance."],
+    ["UserWarning: Plan failed with a CuDNNError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
+     "epoch 1 loss 0.3"],
+    ["sshd[1234]: Invalid user admin from 45.1.2.3 port 51234"],
+    ["[W socket.cpp:697] [c10d] The IPv6 network addresses of (DESKTOP-ABC, 29500) cannot be "
+     "retrieved (gai error: 11001 - No such host is known.)",
+     "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node1]:29500 "
+     "(system error: 10065 - A socket operation was attempted to an unreachable host.)",
+     "[I socket.cpp:810] [c10d] The client socket has connected to [node1]:29500 on "
+     "[DESKTOP-ABC]:51234.", "epoch 1 loss 0.3"],
+    ["$ torchrun --nproc_per_node 2 train.py", "wandb: Network error (ConnectionError)",
+     "ConnectionRefusedError: [Errno 111] Connection refused", "epoch 1 loss 0.3"],
+    ["/workspace/entrypoint.sh: line 3: ulimit: max locked memory: cannot modify limit: "
+     "Operation not permitted", "epoch 1 loss 0.3"],
+])
+def test_round_nine_lines_of_working_runs_are_no_cause(lines):
+    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line, wanted", [
+    ("node1:1:1 [0] NCCL WARN NET/IB : Remote IB device is incompatible with the local "
+     "[0]mlx5_bond_0:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA",
+     "nccl-ib-link-layer-mismatch"),
+    ("No sockets were able to be opened on the available protocols", "openmpi-tcp-interface-params-invalid"),
+    ("ValueError: Cannot use ReduceOp AVG with XCCL", "pg-backend-lacks-op"),
+    ("RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) "
+     "but found one of them on device: cpu", "dataparallel-module-not-on-first-device"),
+    ('RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "/opt/conda/conda-bld/pytorch_1/'
+     'work/c10/cuda/CUDACachingAllocator.cpp":830, please report a bug to PyTorch.', "cuda-out-of-memory"),
+    ("RuntimeError: Workspace can't be allocated, not enough memory", "cuda-out-of-memory"),
+    ("node1:1:1 [0] include/alloc.h:53 NCCL WARN Failed to CUDA host alloc 4923392 bytes",
+     "nccl-host-alloc-failed"),
+    ("/tmp/torchinductor_root/ab/cabxyz.py:24: unknown: block: [0,0,0], thread: [64,0,0] "
+     "Assertion `index out of bounds: 0 <= tmp4 < 32000` failed.", "cuda-device-side-assert"),
+    ("sudo: a password is required", "sudo-needs-password-or-tty"),
+    ("node1: bash: line 0: cd: /work/dir: No such file or directory", "remote-working-directory-missing"),
+    ("RuntimeError: pidfd_getfd: Operation not permitted", "expandable-segments-shared-between-processes"),
+])
+def test_round_nine_families_after_review(line, wanted):
+    got = diagnose([line])
+    assert got and got[0].id == wanted, [(f.id, f.category) for f in got]
