@@ -1488,3 +1488,51 @@ def test_round_nine_lines_of_working_runs_are_no_cause(lines):
 def test_round_nine_families_after_review(line, wanted):
     got = diagnose([line])
     assert got and got[0].id == wanted, [(f.id, f.category) for f in got]
+
+
+@pytest.mark.parametrize("lines", [
+    # round ten's review: lines of working runs that its rules had made causes
+    ["[rank0]:[titan] 2025-06-12 10:15:30,118 - root - WARNING - Dataset c4 has run out of data. "
+     "This might cause NCCL timeout if data parallelism is enabled.", "step 100 loss 2.0"],
+    ["fi_getinfo: -61"],
+    ["Environment variable SAGEMAKER_INSTANCE_TYPE is not set", "epoch 1 loss 0.3"],
+    ["WARNING: on rank 1 (TP, PP, encoder TP, encoder PP) mismatch after resume ((4, 1, 0, 0) vs "
+     "(2, 1, 0, 0) from checkpoint): Rerun state will be ignored", "iteration 10 loss 2.0"],
+    ["  File \"/usr/lib/python3.10/multiprocessing/reduction.py\", line 164, in recvfds"],
+    ["frame #3: gloo::transport::tcp::UnboundBuffer::waitRecv(int*, std::chrono::duration<long, "
+     "std::ratio<1l, 1000l> >) + 0x2f3 (0x7f in /usr/lib/libtorch_cpu.so)"],
+])
+def test_round_ten_lines_of_working_runs_are_no_cause(lines):
+    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line, wanted", [
+    ('  File "C:\\py\\lib\\site-packages\\torch\\cuda\\__init__.py", line 404, in set_device',
+     "set-device-frames"),
+    ("frame #6: c10d::TCPStore::TCPStore(std::string, c10d::TCPStoreOptions const&) + 0x20c (0x7f in "
+     "/usr/lib/libtorch_cpu.so)", "rendezvous-store-frames"),
+    ("ValueError: Provided py_version py38 is not supported by torch_distributed.",
+     "managed-platform-distribution-rejected"),
+    ("SSH daemon not found, please install SSH to allow MPI to communicate different nodes in "
+     "cluster.", "sshd-missing-in-image"),
+    ("node1:1:1 [0] NCCL WARN unix client /run/tcpx/get_gpu_fd_0000:04:00.0, gpumem fd client "
+     "connect failed unix client connect() error: 2", "gpudirect-tcpx-rxdm-missing"),
+    ("ValueError: No samples found in dataset; perhaps you have fewer shards than workers.",
+     "distributed-data-sharding-misuse"),
+    ("_pickle.UnpicklingError: Weights only load failed. In PyTorch 2.6, we changed the default "
+     "value of the `weights_only` argument in `torch.load` from `False` to `True`.",
+     "torch-load-weights-only-default"),
+    ("ValueError: Expected 16 of '*_optim_states.pt' under '/ckpt/global_step1000' but found 8 "
+     "files.", "deepspeed-checkpoint-shards-missing"),
+    ("ValueError: The last_call timeout (0:00:00) must be positive.", "launcher-option-malformed"),
+    ("nc: connect to node1 port 29500 (tcp) failed: Connection refused", "probe-port-refused"),
+    ("nc: connect to node1 (10.0.0.1) port 29500 (tcp) timed out: Operation now in progress",
+     "probe-port-filtered"),
+    ("modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+     "nvidia-driver-not-loaded"),
+    ("RuntimeError: Invalid value for environment variable: TORCH_NCCL_ASYNC_ERROR_HANDLING",
+     "env-var-value-invalid"),
+])
+def test_round_ten_and_eleven_families(line, wanted):
+    got = diagnose([line])
+    assert got and got[0].id == wanted, [(f.id, f.category) for f in got]
