@@ -1536,3 +1536,23 @@ def test_round_ten_lines_of_working_runs_are_no_cause(lines):
 def test_round_ten_and_eleven_families(line, wanted):
     got = diagnose([line])
     assert got and got[0].id == wanted, [(f.id, f.category) for f in got]
+
+
+@pytest.mark.parametrize("lines", [
+    # round eleven's review: banners, warnings and probes of working machines
+    ["ERROR: This container was built for NVIDIA Driver Release 550.54 or later, but",
+     "CUDA Forward Compatibility mode ENABLED."],
+    ["WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available."],
+    ["libgomp: Invalid value for environment variable OMP_NUM_THREADS", "epoch 1 loss 0.3"],
+    ["[1700000000.1] [node1:2345 :0]  ucp_context.c:1321 UCX  WARN  transport 'cuda_copy' is not "
+     "available, please use one or more of: cma, rc, self"],
+    ["(autoscaler +2s) Warning: The following resource request cannot be scheduled right now: "
+     "{'CPU': 1.0, 'GPU': 1.0}."],
+    ["nc: connect to node1 port 29500 (tcp) failed: Connection refused",
+     "Connection to node1 29500 port [tcp/*] succeeded!"],
+    ["** server can't find node2.default.svc.cluster.local: NXDOMAIN", "Name:\tnode2", "Address: 10.0.0.2"],
+    ["Unit sshd.service could not be found."],
+    ['Device "eth1" does not exist.'],
+])
+def test_round_eleven_lines_of_working_machines_are_no_cause(lines):
+    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
