@@ -1556,3 +1556,19 @@ def test_round_ten_and_eleven_families(line, wanted):
 ])
 def test_round_eleven_lines_of_working_machines_are_no_cause(lines):
     assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line", [
+    "#4  0x00007f3a1c9e2b1c in c10d::ProcessGroupNCCL::ncclCommWatchdog() () from libtorch_cuda.so",
+    "#4  0x00007f3a1c9e2b1c c10d::ProcessGroupNCCL::ncclCommWatchdog()",
+    "frame #4: 0x00007f3a1c9e2b1c libtorch_cuda.so`c10d::ProcessGroupNCCL::ncclCommWatchdog()",
+])
+def test_an_idle_watchdog_thread_in_a_debuggers_dump_is_no_cause(line):
+    assert [f.category for f in diagnose([line, "epoch 1 loss 0.3"]) if f.category != "unknown"] == []
+
+
+def test_the_watchdog_in_an_exceptions_trace_is_still_read():
+    got = diagnose(["terminate called after throwing an instance of 'c10::DistBackendError'",
+                    "frame #4: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x8e (0x7f in "
+                    "/usr/lib/libtorch_cuda.so)"])
+    assert "nccl-watchdog-stack-frames" in [f.id for f in got]
