@@ -92,20 +92,29 @@ def _two_node_supervisor():
     return Supervisor(plan, SshOptions(), Printer(io.StringIO(), io.StringIO(), 8, None))
 
 
+def _teardown_race(stopped_line, failed_line):
+    """Node a's torchrun is stopped by the teardown after its worker printed `stopped_line`;
+    node b's torchrun exited first, failed, after `failed_line` (b's line arrived first)."""
+    sup = _two_node_supervisor()
+    a, b = sup.nodes
+    sup._note_error(b, 1, failed_line)
+    b.state, b.exit_code, b.error_at = "failed", 1, 1.0
+    sup.first_failure, sup.reason, sup.tearing_down_at = b, "failure", 1.2
+    sup._note_error(a, 0, stopped_line)
+    a.error_at = 1.5  # its line came through SSH after b's
+    a.marker = {"code": 143, "torn_down": True}
+    sup._finish(a, 143)
+    return sup._result()
+
+
+CLOSED = "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.1]:4242"
+
+
 def test_the_node_that_raised_is_first_even_when_the_teardown_stopped_it():
     """CI saw this race: node a's rank raised, node b's rank saw the dead connection and b's
     torchrun exited first, so the teardown stopped a before its own torchrun reported. The
     summary must still name a (its worker raised), not b (a consequence)."""
-    sup = _two_node_supervisor()
-    a, b = sup.nodes
-    sup._note_error(b, 1, "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed "
-                          "by peer [10.0.0.1]:4242")
-    b.state, b.exit_code, b.error_at = "failed", 1, 1.0
-    sup._note_error(a, 0, "RuntimeError: planned failure on rank 0")
-    a.error_at = 1.5  # its line came through SSH after b's
-    a.state, a.exit_code = "stopped", 143
-    sup.first_failure, sup.reason, sup.tearing_down_at = b, "failure", 1.2
-    result = sup._result()
+    result = _teardown_race("RuntimeError: planned failure on rank 0", CLOSED)
     assert result.first_failure == "a" and result.exit_code == 1
     assert [n["state"] for n in result.nodes] == ["failed", "failed"]
 
@@ -113,13 +122,5 @@ def test_the_node_that_raised_is_first_even_when_the_teardown_stopped_it():
 def test_a_node_stopped_while_its_workers_were_killed_is_not_the_root():
     """Nodes the teardown stopped whose workers printed only consequences (or nothing) stay
     stopped; the node that failed on its own is first."""
-    sup = _two_node_supervisor()
-    a, b = sup.nodes
-    sup._note_error(a, 0, "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed "
-                          "by peer [10.0.0.2]:4242")
-    a.state, a.exit_code, a.error_at = "stopped", 143, 0.5
-    sup._note_error(b, 1, "ValueError: bad batch")
-    b.state, b.exit_code, b.error_at = "failed", 1, 1.0
-    sup.first_failure, sup.reason, sup.tearing_down_at = b, "failure", 1.2
-    result = sup._result()
+    result = _teardown_race(CLOSED, "ValueError: bad batch")
     assert result.first_failure == "b" and [n["state"] for n in result.nodes] == ["stopped", "failed"]

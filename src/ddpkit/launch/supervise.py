@@ -247,6 +247,10 @@ class Supervisor:
             node.exit_code = int(node.marker.get("code", rc))
             if node.marker.get("torn_down") and self.tearing_down_at is not None:
                 node.state = "stopped"
+                if self._raised_on_its_own(node):
+                    # its peers saw the dead connection and their torchrun exited before its
+                    # own did (a poll interval and an SSH hop): it failed, torchrun's code 1
+                    node.state, node.exit_code = "failed", 1
             else:
                 node.state = "ok" if node.exit_code == 0 else "failed"
         elif not node.plan.local and rc == 255:
@@ -401,7 +405,7 @@ class Supervisor:
     def _root_failure(self) -> NodeRun | None:
         """Of the nodes that failed on their own, the one whose workers reported an error
         first: when one rank dies its peers fail too, often before its own torchrun exits."""
-        failed = [n for n in self.nodes if n.state in ("failed", "ssh_error") or self._raised_before_stop(n)]
+        failed = [n for n in self.nodes if n.state in ("failed", "ssh_error")]
         if not failed:
             return self.first_failure
         # Output from different nodes arrives out of order (torchrun tails log files every
@@ -412,11 +416,9 @@ class Supervisor:
                                           n.error_at or n.ended_at or 0.0))
 
     @staticmethod
-    def _raised_before_stop(node: NodeRun) -> bool:
-        """A node the teardown stopped whose own worker had raised: its peers saw the dead
-        connection and their torchrun exited before its own did (the race is a poll interval
-        and an SSH hop wide), so it is stopped but it failed on its own."""
-        return node.state == "stopped" and bool(EXCEPTION_LINE.match(node.first_error or "")) \
+    def _raised_on_its_own(node: NodeRun) -> bool:
+        """Its worker raised an exception of its own, not a consequence of a dead peer."""
+        return bool(EXCEPTION_LINE.match(node.first_error or "")) \
             and not CONSEQUENCE.search(node.first_error)
 
     def _result(self) -> RunResult:
@@ -428,8 +430,6 @@ class Supervisor:
             code = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}[self.reason]
         elif self.first_failure is not None:
             self.first_failure = self._root_failure()
-            if self.first_failure.state == "stopped":  # its worker raised; the teardown won the race
-                self.first_failure.state, self.first_failure.exit_code = "failed", 1
             rc = self.first_failure.exit_code or 1
             code = 1 if self.first_failure.state == "ssh_error" or rc > 255 else rc
         else:
