@@ -1572,3 +1572,107 @@ def test_the_watchdog_in_an_exceptions_trace_is_still_read():
                     "frame #4: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x8e (0x7f in "
                     "/usr/lib/libtorch_cuda.so)"])
     assert "nccl-watchdog-stack-frames" in [f.id for f in got]
+
+
+# ---- unseen25 (forums, engineers' write-ups): what its first look found missing ----------------
+
+ENDPOINT_CONFIG = ["INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:",
+                   "  min_nodes        : 2", "  max_nodes        : 2", "  rdzv_backend     : c10d",
+                   "  rdzv_endpoint    : node-a"]
+
+
+@pytest.mark.parametrize("done", [
+    "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:",
+    "I1203 dynamic_rendezvous.py:1191] The node 'b_17_0' has joined round 0 of the rendezvous 'j' as rank 1 in a world of size 2.",
+    "INFO:torch.distributed.distributed_c10d:Rank 3: Completed store-based barrier for key:store_based_barrier_key:1 with 8 nodes.",
+])
+def test_an_endpoint_without_port_is_no_finding_once_the_rendezvous_went_through(done):
+    assert diagnose(ENDPOINT_CONFIG + [done, "[RANK 0] Epoch 0 | Batchsize: 32 | Steps: 8"]) == []
+
+
+def test_an_endpoint_without_port_is_still_offered_where_the_rendezvous_never_completed():
+    got = diagnose(ENDPOINT_CONFIG)
+    assert [f.id for f in got] == ["rdzv-endpoint-without-port"]
+    got = diagnose(ENDPOINT_CONFIG + ["torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"])
+    assert "rdzv-endpoint-without-port" in [s["signature"] for s in got[0].evidence["supporting"]]
+
+
+WATCHDOG_FRAMES = [
+    "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::finishedGPUExecutionInternal() const + 0x5a (0x7f01 in /opt/torch/lib/libtorch_cuda.so)",
+    "frame #2: c10d::ProcessGroupNCCL::workCleanupLoop() + 0x11d (0x7f02 in /opt/torch/lib/libtorch_cuda.so)",
+]
+
+
+@pytest.mark.parametrize("first", [
+    ["terminate called after throwing an instance of 'c10::CUDAError'", "  what():  CUDA error: unknown error"],
+    ["terminate called after throwing an instance of 'c10::DistBackendError'",
+     "  what():  [PG 0 Rank 5] Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered"],
+])
+def test_a_cuda_error_surfacing_on_the_watchdog_thread_is_not_a_timeout(first):
+    got = diagnose(first + WATCHDOG_FRAMES)
+    assert got and got[0].category == "oom_cuda_error"
+    assert "nccl-watchdog-stack-frames" not in [f.id for f in got]
+
+
+def test_the_watchdog_frames_of_a_timeout_still_count():
+    got = diagnose(["terminate called after throwing an instance of 'c10::DistBackendError'",
+                    "  what():  [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."] + WATCHDOG_FRAMES)
+    assert got[0].category == "nccl_timeout_or_desync"
+
+
+@pytest.mark.parametrize("stack", [
+    ['Thread 4242 (idle): "MainThread"', "    wait (threading.py:320)", "    get (queue.py:180)",
+     "    _try_get_data (torch/utils/data/dataloader.py:1133)",
+     "    _next_data (torch/utils/data/dataloader.py:1295)", "    train_one_epoch (train.py:88)"],
+    ["Thread 0x00007f (most recent call first):",
+     '  File "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py", line 1133 in _try_get_data',
+     '  File "/work/train.py", line 88 in train_one_epoch'],
+    ['Thread 4243 (active): "MainThread"', "    all_reduce (torch/distributed/distributed_c10d.py:2050)",
+     "    reduce_metrics (metrics.py:40)", "    evaluate (train.py:120)", "    main (train.py:200)"],
+    ["Thread 0x00007e (most recent call first):",
+     '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3316 in barrier',
+     '  File "/work/trainer.py", line 410 in save_checkpoint'],
+])
+def test_a_hung_runs_stack_in_its_dataloader_or_evaluation_points_to_a_desync(stack):
+    lines = ["NCCL INFO Connected all rings"] + stack
+    assert diagnose_report(lines, hung=True).findings[0].category == "nccl_timeout_or_desync"
+    # a stack is no failure by itself: without the hang no cause is found (faulthandler's
+    # frames are read as a traceback that lost its exception: `unknown` with its lines)
+    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+
+
+# ---- unseen26 (troubleshooting pages and notes kept on GitHub) ------------------------------------
+
+@pytest.mark.parametrize("error", [
+    "RuntimeError: Tensors must be contiguous",
+    "ValueError: Tensors must be non-overlapping and dense",
+    "RuntimeError: Tensor list operands to scatter/gather must have the same length",
+    "RuntimeError: input tensor has to be contiguous",
+    "ValueError: Tensor list must be nonempty",
+])
+def test_a_collective_refusing_its_tensors_is_a_misuse_of_the_api(error):
+    got = diagnose(["Traceback (most recent call last):",
+                    '  File "train.py", line 40, in <module>',
+                    "    dist.all_gather(outs, feats.t())",
+                    '  File "/opt/torch/distributed/distributed_c10d.py", line 2615, in all_gather',
+                    "    work = default_pg.allgather([tensor_list], [tensor])", error])
+    assert got[0].category == "ddp_usage_error"
+
+
+def test_a_kernels_own_contiguity_check_is_no_collective_misuse():
+    got = diagnose(["Traceback (most recent call last):",
+                    '  File "model.py", line 12, in forward', "    y = fused_gelu(x.t())",
+                    "RuntimeError: tensors must be contiguous"])
+    assert "ddp_usage_error" not in [f.category for f in got]
+
+
+def test_the_ofi_plugin_failing_where_there_is_no_efa_is_routine():
+    lines = [
+        "node1:101:201 [0] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):208 NCCL WARN NET/OFI Failed to initialize rdma protocol",
+        "node1:101:201 [0] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):353 NCCL WARN NET/OFI aws-ofi-nccl initialization failed",
+        "node1:101:201 [0] ncclResult_t nccl_net_ofi_init_v6(ncclDebugLogger_t):162 NCCL WARN NET/OFI Initializing plugin failed",
+        "node1:101:201 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>",
+        "node1:101:201 [0] NCCL INFO Using network Socket",
+        "{'loss': 1.93, 'learning_rate': 2e-05, 'epoch': 0.1}",
+    ]
+    assert diagnose(lines) == []

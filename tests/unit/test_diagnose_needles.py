@@ -61,14 +61,32 @@ def _reference_lines(scan, text: str) -> set[int]:
     """The lines the gate read before it looked at distinct lines and at digits apart: those
     holding a gate word of the chunk, an anchor or a mark, and the first 60 lines."""
     from ddpkit.troubleshoot.diagnose.kb import TOKEN_TABLE
-    from ddpkit.troubleshoot.diagnose.scan import MARKS
+    from ddpkit.troubleshoot.diagnose.pyerrors import DIGITS_0
+    from ddpkit.troubleshoot.diagnose.scan import MARK_PARTS, MARKS, _parts
 
     low = text.lower()
     tokens = set(low.translate(TOKEN_TABLE).split())
-    pool = set(scan.words & tokens) | set(MARKS)
-    pool |= {w for w, key, _rxs in scan.extra if (key in tokens if key else w in low)}
-    return {i for i, line in enumerate(low.split("\n"), 1)
-            if i <= 60 or any(w in line for w in pool)}
+    words = scan.words & tokens
+    pool = set(MARKS) | {w for w, key, _rxs in scan.extra if (key in tokens if key else w in low)}
+    # the marks and anchors the chunk holds (their words inside the chunk's words)
+    bag = "\n".join(set(low.translate(DIGITS_0).translate(TOKEN_TABLE).split()))
+    readers = {m for m, parts in MARK_PARTS if all(p in bag for p in parts)}
+    readers |= {w for w, key, _rxs in scan.extra
+                if (key in tokens if key else all(p in bag for p in _parts(w)))}
+
+    def wanted(word: str, raw: str) -> bool:
+        """A line holding `word` is read unless every regex of the gate words holding it
+        needs one hit only and none of their needles is in the line (and no mark or anchor
+        holding it picks lines for other readers)."""
+        if any(word in r for r in readers):
+            return True
+        rxs = {i for w in words if word in w for i in scan.by_word[w]}
+        return any(not scan.once[i] for i in rxs) or any(
+            scan._may_match(i, raw, raw.lower(), 0, len(raw)) for i in rxs)
+
+    return {i for i, (line, raw) in enumerate(zip(low.split("\n"), text.split("\n")), 1)
+            if i <= 60 or any(w in line for w in pool)
+            or any(w in line and wanted(w, raw) for w in words)}
 
 
 def test_the_chunk_test_reads_the_same_lines_as_tokenizing_it_all():
@@ -96,8 +114,10 @@ def test_the_chunk_test_reads_the_same_lines_as_tokenizing_it_all():
 def test_the_gate_reads_few_lines_of_a_healthy_nccl_log_one_by_one():
     """The speed of a 50 MB log comes from the gate: most noise lines are never read one by one.
     A signature whose pattern gates on a word of every NCCL WARN or INFO line (a regression
-    seen once: 'NCCL WARN .*connect...' made a third of the lines slow) shows up here as a count,
-    not as a timing."""
+    seen once: 'NCCL WARN .*connect...' made a third of the lines slow; then telnet's `Connected
+    to host.` read every `Connected all rings` line, and a py-spy frame's regex every DataLoader
+    warning, 50 MB in 4-8 s) shows up here as a count, not as a timing: beyond the first lines
+    and the failure, hardly any."""
     from benchmarks import diagnose_speed
 
     lines = diagnose_speed.build(1).decode().splitlines()
@@ -106,7 +126,7 @@ def test_the_gate_reads_few_lines_of_a_healthy_nccl_log_one_by_one():
     feed = scan.feed
     scan.feed = lambda raw, *a, **k: (read.append(raw), feed(raw, *a, **k))[1]
     scan.feed_all(lines)
-    assert len(read) < 0.25 * len(lines), (len(read), len(lines))
+    assert len(read) < 0.02 * len(lines), (len(read), len(lines))
 
 
 def test_no_anchor_is_shorter_than_three_characters():

@@ -68,8 +68,11 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b")
 # (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
 # 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless; a
-# prompt that waits a while for an answer, "Enter your choice: (30 second timeout)")
+# prompt that waits a while for an answer, "Enter your choice: (30 second timeout)"; the AWS
+# OFI plugin failing to start where there is no EFA: NCCL goes on with its own sockets)
 ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw|\(\d+ ?(?:seconds?|secs?|s) timeout\)|"
+                           r"net/ofi (?:failed to initialize \w+ protocol|aws-ofi-nccl initialization "
+                           r"failed|initializing plugin failed)|"
                            r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - "
                            r"cannot assign requested address\)|"
                            r"cannot be initialized on \[::\]:\d+ \(errno: 97 - ")

@@ -118,6 +118,9 @@ class Scanner:
         self.extra = tuple(sorted(
             (w.rstrip("*"), _presence_key(w), frozenset(i for i in self.always if w in fallback[i]))
             for w in extra))
+        # words that pick lines for other readers as well (anchors of regexes without words of
+        # their own, the marks of the exception and decisive-line readers)
+        self._reader_words = frozenset(w for w, _key, _rxs in self.extra).union(MARKS)
         self.hits: dict[int, Hit] = {}
         self.tracebacks = Tracebacks()
         self.decisive = Decisive()
@@ -420,10 +423,26 @@ class Scanner:
         for at in sorted(picked):
             start, end = picked[at]
             rxs = only.get(start)
-            if rxs is not None and done.issuperset(rxs):
-                continue  # every regex it was picked for already had its hit
+            if rxs is not None and not any(self._may_match(i, text, low, start, end)
+                                           for i in rxs if i not in done):
+                # every regex it was picked for already had its hit, or none can match it: a
+                # word of the line ("data" of a DataLoader warning) without the regex's own
+                # substring (a py-spy frame's "_try_get_data (")
+                continue
             self.feed(text[start:end], at, source, where)
         return self._keep_tail(text, number, source, where)
+
+    def _may_match(self, i: int, text: str, low: str, start: int, end: int) -> bool:
+        """Whether line text[start:end] holds one of regex i's needles (as feed() tests them)."""
+        need = self.needles[i]
+        if need is None:
+            return True
+        subs, ci = need
+        if ci:
+            line = low[start:end]
+            return not line.isascii() or any(s in line for s in subs)
+        line = text[start:end]
+        return any(s in line for s in subs)
 
     def _once_only(self, word: str, present: list[str]) -> set | None:
         """The regexes a line holding `word` is read for, when each needs only its first hit;
@@ -432,8 +451,9 @@ class Scanner:
         out: set = set()
         for p in present:
             if word in p:
+                # a gate word can also pick lines for other readers ("saving", "sigabrt")
                 rxs = self.by_word.get(p)
-                if rxs is None or not all(self.once[i] for i in rxs):
+                if rxs is None or p in self._reader_words or not all(self.once[i] for i in rxs):
                     return None
                 out.update(rxs)
         return out
