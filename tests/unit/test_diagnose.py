@@ -404,10 +404,12 @@ def test_public_batch_families_stay_quiet_on_healthy_lines(log):
 
 def test_the_gate_never_changes_an_answer():
     """The scanner reads only lines holding a word some regex needs; on every corpus log its
-    answer must equal reading every line."""
+    answer must equal reading every line (read as the user would: --hung where the run hung,
+    so the hang facts are compared too)."""
     for case in load_corpus():
         lines = case.text.splitlines()
-        fast, full = diagnose_report(lines), diagnose_report(lines, gate=False)
+        fast = diagnose_report(lines, hung=case.hung)
+        full = diagnose_report(lines, hung=case.hung, gate=False)
         assert [(f.id, f.first_line) for f in fast.findings] == \
             [(f.id, f.first_line) for f in full.findings], case.path.name
         assert fast.decisive == full.decisive, case.path.name
@@ -1614,6 +1616,15 @@ def test_a_cuda_error_surfacing_on_the_watchdog_thread_is_not_a_timeout(first):
     assert "nccl-watchdog-stack-frames" not in [f.id for f in got]
 
 
+def test_a_cuda_fault_reported_through_nccl_on_the_watchdog_thread_is_not_a_timeout():
+    got = diagnose(["terminate called after throwing an instance of 'c10::DistBackendError'",
+                    "  what():  [PG 0 Rank 5] Process group watchdog thread terminated with exception: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+                    "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:",
+                    "Cuda failure 'unknown error'"] + WATCHDOG_FRAMES)
+    assert got[0].category != "nccl_timeout_or_desync"
+    assert "nccl-watchdog-stack-frames" not in [f.id for f in got]
+
+
 def test_the_watchdog_frames_of_a_timeout_still_count():
     got = diagnose(["terminate called after throwing an instance of 'c10::DistBackendError'",
                     "  what():  [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."] + WATCHDOG_FRAMES)
@@ -1633,8 +1644,10 @@ def test_the_watchdog_frames_of_a_timeout_still_count():
      '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3316 in barrier',
      '  File "/work/trainer.py", line 410 in save_checkpoint'],
 ])
-def test_a_hung_runs_stack_in_its_dataloader_or_evaluation_points_to_a_desync(stack):
-    lines = ["NCCL INFO Connected all rings"] + stack
+@pytest.mark.parametrize("filler", [0, 70])  # after the first lines, read one by one anyway
+def test_a_hung_runs_stack_in_its_dataloader_or_evaluation_points_to_a_desync(stack, filler):
+    lines = (["NCCL INFO Connected all rings"] + [f"epoch 0 iter {k} loss 0.5" for k in range(filler)]
+             + stack + ["    <module> (train.py:300)"])  # (the log's last line is read anyway)
     assert diagnose_report(lines, hung=True).findings[0].category == "nccl_timeout_or_desync"
     # a stack is no failure by itself: without the hang no cause is found (faulthandler's
     # frames are read as a traceback that lost its exception: `unknown` with its lines)
@@ -1649,6 +1662,10 @@ def test_a_hung_runs_stack_in_its_dataloader_or_evaluation_points_to_a_desync(st
     "RuntimeError: Tensor list operands to scatter/gather must have the same length",
     "RuntimeError: input tensor has to be contiguous",
     "ValueError: Tensor list must be nonempty",
+    "ValueError: ProcessGroupGloo::allgather: invalid tensor size at index 0 (expected (2049), got (1, 2049))",
+    "TypeError: Tensors must have identical strides",
+    "RuntimeError: All tensor operands to scatter/gather must have the same number of elements",
+    "ValueError: Tensors must be XPU and dense",
 ])
 def test_a_collective_refusing_its_tensors_is_a_misuse_of_the_api(error):
     got = diagnose(["Traceback (most recent call last):",
@@ -1659,10 +1676,17 @@ def test_a_collective_refusing_its_tensors_is_a_misuse_of_the_api(error):
     assert got[0].category == "ddp_usage_error"
 
 
-def test_a_kernels_own_contiguity_check_is_no_collective_misuse():
-    got = diagnose(["Traceback (most recent call last):",
-                    '  File "model.py", line 12, in forward', "    y = fused_gelu(x.t())",
-                    "RuntimeError: tensors must be contiguous"])
+@pytest.mark.parametrize("error", ["RuntimeError: Tensors must be contiguous",
+                                   "RuntimeError: input tensor has to be contiguous"])
+def test_a_kernels_own_contiguity_check_is_no_collective_misuse(error):
+    """A custom kernel (Triton, DCNv2) checks its inputs with the same words, in a DDP run whose
+    log is full of NCCL lines and collectives' names."""
+    got = diagnose(["node1:1:1 [0] NCCL INFO Broadcast: opCount 0 sendbuff 0x7f recvbuff 0x7f",
+                    "node1:1:1 [0] NCCL INFO comm 0x55 rank 0 nranks 2 - Init COMPLETE",
+                    "Traceback (most recent call last):",
+                    '  File "/work/model.py", line 12, in forward', "    y = dcn_v2_conv(x.t(), w)",
+                    '  File "/opt/DCNv2/dcn_v2.py", line 31, in forward', "    out = _backend.forward(x)",
+                    error])
     assert "ddp_usage_error" not in [f.category for f in got]
 
 
@@ -1676,3 +1700,31 @@ def test_the_ofi_plugin_failing_where_there_is_no_efa_is_routine():
         "{'loss': 1.93, 'learning_rate': 2e-05, 'epoch': 0.1}",
     ]
     assert diagnose(lines) == []
+
+
+def test_a_coloured_py_spy_frame_is_read_after_the_first_lines():
+    """py-spy colours a frame's parts on a terminal; the colour codes split the frame's words."""
+    lines = ([f"epoch 0 iter {k} loss 0.5" for k in range(70)]
+             + ['Thread 77 (idle): "MainThread"',
+                "    \x1b[32m_try_get_data\x1b[0m (\x1b[36mtorch/utils/data/dataloader.py\x1b[0m:1133)",
+                "    \x1b[32mtrain_one_epoch\x1b[0m (\x1b[36mtrain.py\x1b[0m:88)"])  # (not the last line)
+    assert diagnose_report(lines, hung=True).findings[0].category == "nccl_timeout_or_desync"
+
+
+def test_a_logging_format_that_names_the_function_is_no_stack():
+    """`%(funcName)s (%(filename)s:%(lineno)d): %(message)s` prints `evaluate (train.py:120): ...`
+    on a healthy run: not a frame of a hung rank."""
+    lines = ["node1:1:1 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.2<0>",
+             "evaluate (train.py:120): eval loss 0.31"]
+    ids = [s["signature"] for f in diagnose_report(lines, hung=True).findings
+           for s in f.evidence.get("supporting", [])]
+    assert "hang-stack-in-eval-or-save" not in ids
+
+
+def test_the_ofi_plugins_fallback_still_weighs_when_a_run_across_nodes_hung():
+    lines = ["node1:101:201 [0] ncclResult_t nccl_net_ofi_init_v6(ncclDebugLogger_t):162 NCCL WARN NET/OFI Initializing plugin failed",
+             "node1:101:201 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.2.3<0>",
+             "node2:202:302 [8] NCCL INFO comm 0x55 rank 8 nranks 16 cudaDev 0 busId 1a000 - Init COMPLETE"]
+    got = diagnose_report(lines, hung=True).findings
+    ids = [s["signature"] for f in got for s in f.evidence.get("supporting", [])]
+    assert "hang-ofi-plugin-fell-back" in ids

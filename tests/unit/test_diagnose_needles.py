@@ -82,7 +82,8 @@ def _reference_lines(scan, text: str) -> set[int]:
             return True
         rxs = {i for w in words if word in w for i in scan.by_word[w]}
         return any(not scan.once[i] for i in rxs) or any(
-            scan._may_match(i, raw, raw.lower(), 0, len(raw)) for i in rxs)
+            needles(scan.regexes[i]) is None or _passes(needles(scan.regexes[i]), raw)
+            for i in rxs)
 
     return {i for i, (line, raw) in enumerate(zip(low.split("\n"), text.split("\n")), 1)
             if i <= 60 or any(w in line for w in pool)
@@ -134,3 +135,39 @@ def test_no_anchor_is_shorter_than_three_characters():
     `mpirun -H`) made any log with `eta 2 h` in it read one line in three one by one."""
     short = sorted({(s.id, a) for s in signatures() for a in s.anchors if len(a.rstrip("*")) < 3})
     assert not short, short
+
+
+def test_a_line_a_once_only_regex_matches_is_read_after_the_first_lines():
+    """The gate skips a line picked only for regexes that need one hit when it holds none of
+    their substrings: every such regex must still get its hit from a line of the corpus or the
+    catalogue that it matches, placed after the first lines (which are read anyway) and before
+    the regex had any hit, as the reference path (every line read) gets it."""
+    from collections import defaultdict
+
+    sigs = signatures()
+    base = Scanner(sigs)
+    texts = sorted({raw for case in load_corpus() for raw in case.text.splitlines() if raw.strip()}
+                   | {raw for msg in load_messages() for raw in msg.line.splitlines() if raw.strip()})
+    first: dict[int, str] = {}
+    always = set(base.always)
+    for raw in texts:
+        text = normalise(raw, 1).text
+        for i, rx in enumerate(base.regexes):
+            # (regexes with gate words and substrings: the others are read as before)
+            if base.once[i] and i not in first and i not in always and base.needles[i] \
+                    and _passes(base.needles[i], text) and rx.search(text):
+                first[i] = raw
+    filler = [f"epoch 0 iter {k} loss 0.5" for k in range(65)]
+    groups = defaultdict(list)
+    for n, (i, raw) in enumerate(sorted(first.items())):
+        groups[n // 150].append((i, raw))
+    missed = []
+    for group in groups.values():
+        log = filler + [raw for _i, raw in group]
+        gated, every = Scanner(sigs), Scanner(sigs, gate=False)
+        gated.feed_all(log)
+        every.feed_all(log)
+        missed += [(base.regexes[i].pattern[:60], raw[:80]) for i, raw in group
+                   if i in every.hits and i not in gated.hits]
+    assert len(first) > 100
+    assert not missed, missed

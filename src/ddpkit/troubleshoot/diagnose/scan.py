@@ -21,6 +21,7 @@ from ddpkit.troubleshoot.diagnose.kb import (
     tokens,
 )
 from ddpkit.troubleshoot.diagnose.lines import (
+    ANSI,
     Line,
     clean,
     english,
@@ -347,6 +348,8 @@ class Scanner:
             # characters of a line is ever read, so none of it picks lines either.
             text = "\n".join(raw[:MAX_LINE] for raw in text.split("\n"))
         low = text.lower()
+        if len(low) != len(text):  # "İ" lowers to two characters: keep offsets aligned
+            low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
         if not self.gate:  # the reference path: every line read one by one
             for i, raw in enumerate(text.split("\n")):
                 self.feed(raw, number + i, source, where)
@@ -437,12 +440,14 @@ class Scanner:
         need = self.needles[i]
         if need is None:
             return True
+        raw = text[start:end]
+        if "\x1b" in raw or (raw[:1] == "[" and ANSI.match(raw)):
+            return True  # colour codes, which feed() strips first, may split a needle
         subs, ci = need
         if ci:
             line = low[start:end]
             return not line.isascii() or any(s in line for s in subs)
-        line = text[start:end]
-        return any(s in line for s in subs)
+        return any(s in raw for s in subs)
 
     def _once_only(self, word: str, present: list[str]) -> set | None:
         """The regexes a line holding `word` is read for, when each needs only its first hit;
