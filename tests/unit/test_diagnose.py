@@ -1728,3 +1728,43 @@ def test_the_ofi_plugins_fallback_still_weighs_when_a_run_across_nodes_hung():
     got = diagnose_report(lines, hung=True).findings
     ids = [s["signature"] for f in got for s in f.evidence.get("supporting", [])]
     assert "hang-ofi-plugin-fell-back" in ids
+
+
+# ---- catalogue round 12: versions anywhere in the stack, the fabric below NCCL ---------------------
+
+@pytest.mark.parametrize("line,category", [
+    ("RuntimeError: The current installed version of g++ (13.2.0) is greater than the maximum required version by CUDA 12.1.", "version_mismatch"),
+    ("RuntimeError: torch.compile is not supported on Python 3.13+", "version_mismatch"),
+    ("ValueError: libcudnn.so.*[0-9] not found in the system path ['/usr/lib/python3.10']", "version_mismatch"),
+    ("ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: you need flash_attn package version to be greater or equal than 2.1.0", "version_mismatch"),
+    ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.", "version_mismatch"),
+    ("A module that was compiled using NumPy 1.x cannot be run in", "version_mismatch"),
+    ("ValueError: unsupported pickle protocol: 5", "version_mismatch"),
+    ("torchaudio 2.1.0 requires torch==2.1.0, but you have torch 2.3.1 which is incompatible.", "version_mismatch"),
+    ("RuntimeError: cannot load MPI library", "version_mismatch"),
+    ("node3:77:90 [1] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : port error", "nccl_interface_selection"),
+    ("[2026-01-02 03:04:05] n1:1:2 [0] transport/net_ib/common.cc:134 NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port error(10)", "nccl_interface_selection"),
+    ("libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs1", "nccl_interface_selection"),
+    ("[n1:4242] pml_ucx.c:424  Error: ucp_ep_create(proc=7) failed: Destination is unreachable", "nccl_interface_selection"),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:211] address family mismatch", "nccl_interface_selection"),
+    ("n1:1:9 [0] misc/socket.cc:431 NCCL WARN socketFinalizeAccept: wrong magic 5448202f20544547 != 564ab9f2fc4b9d6c", "port_in_use_or_firewall"),
+])
+def test_round_twelve_families(line, category):
+    got = diagnose([line])
+    assert got and got[0].category == category, [f.category for f in got]
+
+
+@pytest.mark.parametrize("lines", [
+    # DeepSpeed accepts a toolkit whose CUDA differs only in the minor release
+    ["Installed CUDA version 12.2 does not match the version torch was compiled with 12.1 but since the APIs are compatible, accepting this combination"],
+    # NCCL warns and goes on without the feature or plugin
+    ["n1:1:1 [0] proxy.cc:800 NCCL WARN Unable to create thread context due to old driver, disabling."],
+    ["n1:1:1 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol."],
+    # c10d retries a connect until the master listens: the retry's "timed out" is no timeout of
+    # the run for the rules that need one
+    ["[W1203 12:00:35.1 socket.cpp:917] [c10d] The server socket on [node1]:29500 has timed out, will retry.",
+     "W1203 12:00:00.1 2345 torch/distributed/run.py:854] master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified."],
+    ["WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:"],
+])
+def test_round_twelve_lines_of_working_runs_are_no_cause(lines):
+    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
