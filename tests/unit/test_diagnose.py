@@ -1744,10 +1744,13 @@ def test_the_ofi_plugins_fallback_still_weighs_when_a_run_across_nodes_hung():
     ("RuntimeError: cannot load MPI library", "version_mismatch"),
     ("node3:77:90 [1] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : port error", "nccl_interface_selection"),
     ("[2026-01-02 03:04:05] n1:1:2 [0] transport/net_ib/common.cc:134 NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port error(10)", "nccl_interface_selection"),
-    ("libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs1", "nccl_interface_selection"),
+    ("n1:5:9 [0] NCCL WARN NET/IB : Got async event : local work queue catastrophic error", "nccl_interface_selection"),
+    ("RuntimeError: Windows not yet supported for torch.compile", "version_mismatch"),
+    ("ImportError: numpy.core.multiarray failed to import", "version_mismatch"),
+    ("Failed to modify QP to RTR", "nccl_interface_selection"),
     ("[n1:4242] pml_ucx.c:424  Error: ucp_ep_create(proc=7) failed: Destination is unreachable", "nccl_interface_selection"),
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:211] address family mismatch", "nccl_interface_selection"),
-    ("n1:1:9 [0] misc/socket.cc:431 NCCL WARN socketFinalizeAccept: wrong magic 5448202f20544547 != 564ab9f2fc4b9d6c", "port_in_use_or_firewall"),
+    ("[2025-06-12 10:15:42] n1:1:9 [0] misc/socket.cc:533 NCCL WARN socketFinalizeAccept from 10.0.0.7<51234>: wrong type 3 != 1", "port_in_use_or_firewall"),
 ])
 def test_round_twelve_families(line, category):
     got = diagnose([line])
@@ -1764,7 +1767,31 @@ def test_round_twelve_families(line, category):
     # the run for the rules that need one
     ["[W1203 12:00:35.1 socket.cpp:917] [c10d] The server socket on [node1]:29500 has timed out, will retry.",
      "W1203 12:00:00.1 2345 torch/distributed/run.py:854] master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified."],
-    ["WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:"],
+    ["WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for a different version of PyTorch or Python.",
+     "    PyTorch 2.1.0+cu121 with CUDA 1201 (you have 2.1.0+cu121)"],
+    # after the review: lines of nodes and runs that go on
+    ["libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs1"],
+    ["\t\t\tstate:\t\t\tPORT_INIT (2)", "\t\t\tphys_state:\t\tPOLLING (2)"],
+    ["n1:1:9 [0] misc/socket.cc:431 NCCL WARN socketFinalizeAccept: wrong magic 5448202f20544547 != 564ab9f2fc4b9d6c"],
+    ["[node1:12345] pml_ucx.c:318  Error: Failed to create UCP worker"],
+    ["libfabric:2345:1700000000::core:core:fi_getinfo_():1373<warn> fi_getinfo: provider efa returned -61 (No data available)"],
+    ["[WARNING]  DeepSpeed Op Builder: Installed CUDA version 12.6 does not match the version torch was compiled with 12.1.Detected `DS_SKIP_CUDA_CHECK=1`: Allowing this combination of CUDA, but it may result in unexpected behavior."],
 ])
 def test_round_twelve_lines_of_working_runs_are_no_cause(lines):
     assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("noise", [
+    "libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs1",
+    "A module that was compiled using NumPy 1.x cannot be run in",
+    "/usr/lib/python3.10/site-packages/torch/_subclasses/functional_tensor.py:258: UserWarning: Failed to initialize NumPy: _ARRAY_API not found (Triggered internally)",
+    "torchvision 0.16.0 requires torch==2.1.0, but you have torch 2.2.1 which is incompatible.",
+    "n1:1:9 [0] NCCL INFO HINT: In many cases this error occurs when the NCCL_IB_TIMEOUT is set too short.",
+])
+def test_round_twelve_noise_beside_a_real_failure_does_not_take_its_place(noise):
+    """A warning a working run prints, in the log of a run that failed of something else (here a
+    collective that timed out), never outranks that failure."""
+    got = diagnose([noise, "[rank1]:[E1203 12:40:00.1 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+                           "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, "
+                           "NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."])
+    assert got[0].category == "nccl_timeout_or_desync", [f.id for f in got]
