@@ -24,6 +24,11 @@ def body(text: str) -> str:
                      if not re.match(r"^# (source|category|note|made|expect):", ln))
 
 
+def causes(lines: list[str]) -> list[str]:
+    """The categories diagnose names for these lines, `unknown` (no cause, its lines) left out."""
+    return [f.category for f in diagnose(lines) if f.category != "unknown"]
+
+
 def test_knowledge_base_is_broad_and_sourced():
     sigs = signatures()
     assert len(sigs) >= 60
@@ -1147,7 +1152,7 @@ def test_a_version_requirement_only_warned_is_no_finding(line):
 ])
 def test_warnings_of_working_runs_are_no_finding(line):
     # (a line with an error word may still be shown as `unknown` with its lines: no cause)
-    assert [f.category for f in diagnose([line]) if f.category != "unknown"] == []
+    assert causes([line]) == []
 
 
 @pytest.mark.parametrize("line, category", [
@@ -1265,7 +1270,7 @@ def test_a_daemon_without_libmpi_in_a_horovodrun_log_is_still_named():
     ["bash: fork: retry: Resource temporarily unavailable", "Epoch 3 done"],
 ])
 def test_round_eight_lines_of_working_runs_are_no_cause(lines):
-    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+    assert causes(lines) == []
 
 
 @pytest.mark.parametrize("line, wanted", [
@@ -1468,7 +1473,7 @@ def test_a_refused_connection_inside_torch_distributed_on_windows_is_the_master(
      "Operation not permitted", "epoch 1 loss 0.3"],
 ])
 def test_round_nine_lines_of_working_runs_are_no_cause(lines):
-    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+    assert causes(lines) == []
 
 
 @pytest.mark.parametrize("line, wanted", [
@@ -1508,7 +1513,7 @@ def test_round_nine_families_after_review(line, wanted):
      "std::ratio<1l, 1000l> >) + 0x2f3 (0x7f in /usr/lib/libtorch_cpu.so)"],
 ])
 def test_round_ten_lines_of_working_runs_are_no_cause(lines):
-    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+    assert causes(lines) == []
 
 
 @pytest.mark.parametrize("line, wanted", [
@@ -1560,7 +1565,7 @@ def test_round_ten_and_eleven_families(line, wanted):
     ['Device "eth1" does not exist.'],
 ])
 def test_round_eleven_lines_of_working_machines_are_no_cause(lines):
-    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+    assert causes(lines) == []
 
 
 @pytest.mark.parametrize("line", [
@@ -1569,7 +1574,7 @@ def test_round_eleven_lines_of_working_machines_are_no_cause(lines):
     "frame #4: 0x00007f3a1c9e2b1c libtorch_cuda.so`c10d::ProcessGroupNCCL::ncclCommWatchdog()",
 ])
 def test_an_idle_watchdog_thread_in_a_debuggers_dump_is_no_cause(line):
-    assert [f.category for f in diagnose([line, "epoch 1 loss 0.3"]) if f.category != "unknown"] == []
+    assert causes([line, "epoch 1 loss 0.3"]) == []
 
 
 def test_the_watchdog_in_an_exceptions_trace_is_still_read():
@@ -1654,7 +1659,7 @@ def test_a_hung_runs_stack_in_its_dataloader_or_evaluation_points_to_a_desync(st
     assert diagnose_report(lines, hung=True).findings[0].category == "nccl_timeout_or_desync"
     # a stack is no failure by itself: without the hang no cause is found (faulthandler's
     # frames are read as a traceback that lost its exception: `unknown` with its lines)
-    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+    assert causes(lines) == []
 
 
 # ---- unseen26 (troubleshooting pages and notes kept on GitHub) ------------------------------------
@@ -1781,7 +1786,7 @@ def test_round_twelve_families(line, category):
     ["[WARNING]  DeepSpeed Op Builder: Installed CUDA version 12.6 does not match the version torch was compiled with 12.1.Detected `DS_SKIP_CUDA_CHECK=1`: Allowing this combination of CUDA, but it may result in unexpected behavior."],
 ])
 def test_round_twelve_lines_of_working_runs_are_no_cause(lines):
-    assert [f.category for f in diagnose(lines) if f.category != "unknown"] == []
+    assert causes(lines) == []
 
 
 @pytest.mark.parametrize("noise", [
