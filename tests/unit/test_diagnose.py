@@ -1803,3 +1803,70 @@ def test_round_twelve_noise_beside_a_real_failure_does_not_take_its_place(noise)
                            "collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, "
                            "NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."])
     assert got[0].category == "nccl_timeout_or_desync", [f.id for f in got]
+
+
+# ---- session 7: a straggler in the host's own tables; an elastic membership that never settles ----
+
+PS_HEADER = "USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND"
+NCCL_ONE_NODE = ["node1:2207:2290 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+                 "node1:2207:2290 [0] NCCL INFO comm 0x5581c0f0 rank 0 nranks 4 cudaDev 0 "
+                 "nvmlDev 0 busId 1000 commId 0x9a1b7c3d5e - Init COMPLETE"]
+
+
+@pytest.mark.parametrize("table", [
+    [PS_HEADER, "ura81os   280058  117  4.6 17517200480 24494736 ? Dl  00:36 291:14 python",
+     "ura81os   280059 87.9  4.4 17508566232 23526964 ? Rl  00:36 217:52 python"],
+    [PS_HEADER, "alice     4242 12.0  1.5 9876543 123456 pts/1    D+   10:02   5:01 /opt/conda/bin/python train.py"],
+    ["power.draw [W], utilization.gpu [%], fan.speed [%], temperature.gpu",
+     "67.97 W, 0 %, [N/A], 28", "87.12 W, 100 %, [N/A], 30", "84.83 W, 100 %, [N/A], 28"],
+    ["utilization.gpu [%]", "100 %, 80 %", "0 %, 1 %", "98 %, 80 %"],
+    ["| N/A   41C    P0   250W / 400W |  30000MiB / 81920MiB |    100%      Default |",
+     "| N/A   30C    P0    60W / 400W |  29000MiB / 81920MiB |      0%      Default |"],
+])
+def test_a_hung_run_with_one_rank_elsewhere_in_ps_or_nvidia_smi_is_a_desync(table):
+    """A rank in uninterruptible sleep, or one idle GPU next to GPUs spinning in NCCL's kernel:
+    a straggler, not a blocked P2P path (where every GPU spins), even on one node of PCIe GPUs."""
+    lines = ["NVIDIA GeForce RTX 4090"] + NCCL_ONE_NODE + table
+    got = diagnose_report(lines, hung=True).findings
+    assert got[0].category == "nccl_timeout_or_desync", [f.id for f in got]
+    without = diagnose_report(["NVIDIA GeForce RTX 4090"] + NCCL_ONE_NODE, hung=True).findings
+    assert without[0].category == "p2p_acs_iommu"  # the same log without the table
+    assert causes(lines) == []  # no hang, no cause
+
+
+@pytest.mark.parametrize("table", [
+    # every GPU spinning, or every GPU idle; processes running or sleeping
+    ["| N/A   41C    P0   250W / 400W |  30000MiB / 81920MiB |    100%      Default |",
+     "| N/A   40C    P0   240W / 400W |  30000MiB / 81920MiB |     99%      Default |"],
+    ["67.97 W, 0 %, [N/A], 28", "66.12 W, 0 %, [N/A], 30"],
+    [PS_HEADER, "alice     4242 99.0  1.5 9876543 123456 pts/1    Rl+  10:02   5:01 python train.py",
+     "alice     4243  0.0  0.0   8000   900 pts/1    D    10:02   0:00 rsync -a ckpt/ backup/"],
+])
+def test_tables_without_a_straggler_leave_the_p2p_hang_first(table):
+    lines = ["NVIDIA GeForce RTX 4090"] + NCCL_ONE_NODE + table
+    assert diagnose_report(lines, hung=True).findings[0].category == "p2p_acs_iommu"
+
+
+ELASTIC_RESTART = [
+    "[INFO] 2020-08-18 05:26:51,666 api: [default] Detected 1 new nodes from group_rank=0; will restart worker group",
+    "[INFO] 2020-08-18 05:26:51,666 api: [default] Stopping worker group",
+    "[INFO] 2020-08-18 05:27:19,618 api: [default] Rendezvous complete for workers.",
+    "Result:", "\trestart_count={n}", "\tgroup_rank=1", "\tgroup_world_size=2",
+]
+
+
+def test_an_elastic_job_whose_workers_keep_restarting_for_new_nodes_is_a_launch_problem():
+    lines = [ln.format(n=3) for ln in ELASTIC_RESTART]
+    assert causes(lines)[0] == "launcher_misuse"
+    # one late node taken in (the first restart) is how elastic jobs grow: no finding
+    assert causes([ln.format(n=1) for ln in ELASTIC_RESTART]) == []
+
+
+def test_nvidia_smis_table_is_read_deep_in_a_long_log():
+    filler = [f"node1:2207:2290 [{k % 4}] NCCL INFO Channel {k:02d}/0 : {k % 4}[{k % 4}] -> "
+              f"{(k + 1) % 4}[{(k + 1) % 4}] via P2P/IPC/read" for k in range(200)]
+    table = ["| N/A   41C    P0   250W / 400W |  30000MiB / 81920MiB |    100%      Default |",
+             "| N/A   30C    P0    60W / 400W |  29000MiB / 81920MiB |      0%      Default |",
+             "+-----------------------------------------------------------------------------+"]
+    lines = ["NVIDIA GeForce RTX 4090"] + NCCL_ONE_NODE + filler + table + ["(the job hangs here)"]
+    assert diagnose_report(lines, hung=True).findings[0].category == "nccl_timeout_or_desync"
