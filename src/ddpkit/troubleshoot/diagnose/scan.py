@@ -47,6 +47,10 @@ MARKS = ("traceback", 'file "', "error", "exception", "exit", "fail", "fatal", "
          # a process killed by a signal says so without any error word ("fault": "default")
          "n fault", "dumped", "l instruction", "sigsegv", "sigbus", "sigabrt", "sigill", "sigkill")
 ROOT_MARK = "root cause (first observed failure)"
+# The headers of the process tables a user pastes for a hang (ps aux/auxc/auxf, ps -o
+# pid,stat,cmd, top), lower case: the rows after one are read one by one (up to TABLE_ROWS).
+TABLE_MARKS = ("stat start", " stat cmd", " stat command", "time+ command")
+TABLE_ROWS = 64
 CUT_MARK = "(traceback cut off)"
 LAST_MARK = "(log ends)"  # a source's last line, fed again: what a log stopped on is a fact
 STEPS_MARK = "(ranks stopped at different steps)"  # from the last lines of each rank
@@ -408,16 +412,19 @@ class Scanner:
             at += low.count("\n", counted, start)
             counted = start
             picked[at] = (start, spans[start])
-        root = low.find(ROOT_MARK)
-        while root >= 0:  # torchrun's summary: the lines after it name the first rank to fail
-            start = low.rfind("\n", 0, root) + 1
-            end = low.find("\n", root)
-            end = len(low) if end < 0 else end
-            at = number + low.count("\n", 0, start)
-            picked[at] = (start, end)
-            only[start] = None
-            self._pick_following(low, end, at, picked, only=only)
-            root = low.find(ROOT_MARK, end)
+        # torchrun's summary: the lines after it name the first rank to fail; a process
+        # table's header: its rows hold no word of their own
+        for mark, count in ((ROOT_MARK, 8),) + tuple((m, TABLE_ROWS) for m in TABLE_MARKS):
+            found = low.find(mark)
+            while found >= 0:
+                start = low.rfind("\n", 0, found) + 1
+                end = low.find("\n", found)
+                end = len(low) if end < 0 else end
+                at = number + low.count("\n", 0, start)
+                picked[at] = (start, end)
+                only[start] = None
+                self._pick_following(low, end, at, picked, count, only=only)
+                found = low.find(mark, end)
         key = source + "|" + where
         seen = self._seen.get(key, 0)
         if seen < FIRST_LINES:
