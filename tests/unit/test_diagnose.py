@@ -1866,3 +1866,85 @@ def test_a_hung_run_with_one_rank_elsewhere_in_ps_top_or_nvidia_smi_is_a_desync(
 ])
 def test_tables_without_a_straggler_leave_the_p2p_hang_first(table):
     assert first_hang_cause(table) == "p2p_acs_iommu"
+
+
+# ---- unseen29 (issue threads of mid-size projects, engineers' notes, READMEs) ---------------------
+
+NO_SYNC = "AssertionError: no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage 2"
+
+
+@pytest.mark.parametrize("caller", [
+    ['  File "/env/lib/python3.9/site-packages/accelerate/accelerator.py", line 1057, in accumulate',
+     "    cm_stack.enter_context(contextlib.nullcontext() if self.sync_gradients else self.no_sync(m))",
+     '  File "/env/lib/python3.9/site-packages/accelerate/accelerator.py", line 947, in no_sync'],
+    ['[rank2]:   File "/env/lib/python3.10/site-packages/transformers/trainer.py", line 2480, in _inner_training_loop',
+     "[rank2]:     with context():"],
+])
+def test_deepspeeds_no_sync_assertion_called_by_accelerate_or_the_trainer_is_a_version_pair(caller):
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>'] + caller + [
+        '  File "/env/lib/python3.9/site-packages/deepspeed/runtime/engine.py", line 2397, in no_sync',
+        "    assert not self.zero_optimization_partition_gradients(), \\", NO_SYNC]
+    assert causes(lines)[0] == "version_mismatch"
+    # the user's own code calling engine.no_sync() is a misuse of DeepSpeed's API
+    own = ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>',
+           "    with engine.no_sync():",
+           '  File "/env/lib/python3.9/site-packages/deepspeed/runtime/engine.py", line 2397, in no_sync',
+           NO_SYNC]
+    assert causes(own)[0] == "ddp_usage_error"
+
+
+def test_a_device_mesh_that_cannot_lay_out_the_ranks_is_a_launch_layout_problem():
+    reshape = ("RuntimeError: cannot reshape tensor of 0 elements into shape [-1, 0] because the "
+               "unspecified dimension size -1 can be any value and is ambiguous")
+    lines = ['  File "/workspace/verl/workers/fsdp_workers.py", line 140, in __init__',
+             "    self.ulysses_device_mesh = init_device_mesh(",
+             '  File "/usr/lib/python3.10/site-packages/torch/distributed/device_mesh.py", line 530, in _init_process_groups',
+             "    pg_ranks_by_dim = self.mesh.swapdims(-1, dim).reshape(", reshape]
+    assert causes(lines)[0] == "launcher_misuse"
+    # the same words from the user's own tensors are an ordinary error of the script
+    own = ["Traceback (most recent call last):", '  File "model.py", line 40, in forward',
+           "    x = x.reshape(-1, self.heads)", reshape]
+    assert "launcher_misuse" not in causes(own)
+
+
+def test_torchs_collective_shape_check_names_a_desync():
+    lines = ['  File "/opt/torch/distributed/distributed_c10d.py", line 1536, in all_reduce',
+             "    work = default_pg.allreduce([tensor], opts)",
+             "RuntimeError: Error when verifying shape tensors for collective ALLREDUCE on rank 0. "
+             "This likely indicates that input shapes into the collective are mismatched across "
+             "ranks. Got shapes:  10"]
+    assert causes(lines)[0] == "nccl_timeout_or_desync"
+
+
+def watchdog(rank: int, seq: int = 1, op: str = "BROADCAST", numel: int = 131072000,
+             last: int = -1) -> list[str]:
+    return [f"[rank{rank}]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank {rank}] Watchdog "
+            f"caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, "
+            f"NumelOut={numel}, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
+            f"[rank{rank}]:[E1218 20:27:21.484910731 ProcessGroupNCCL.cpp:2168] [PG ID 1 PG GUID 1 Rank "
+            f"{rank}]  failure detected by watchdog at work sequence id: {seq} PG status: last "
+            f"enqueued work: {seq + 3}, last completed work: {last}"]
+
+
+@pytest.mark.parametrize("hung", [False, True])
+def test_every_rank_timing_out_in_the_first_collective_is_the_transport_not_a_desync(hung):
+    """All ranks reached the run's first collective (the same op and size) and none ever
+    completed one: nobody was elsewhere. One node: P2P first; several: the network."""
+    lines = watchdog(0) + watchdog(1)
+    got = [f.category for f in diagnose_report(lines, hung=hung).findings]
+    assert got[0] == "p2p_acs_iommu" and "nccl_timeout_or_desync" in got, got
+    nodes = ["torchrun --nnodes=2 --nproc_per_node=1 --rdzv_endpoint=node1:29500 train.py"] + lines
+    assert diagnose_report(nodes, hung=hung).findings[0].category == "nccl_interface_selection"
+
+
+@pytest.mark.parametrize("lines", [
+    watchdog(1, 2, "ALLREDUCE") + watchdog(2, 2, "ALLREDUCE") + watchdog(3, 2, "ALLREDUCE"),  # rank 0 elsewhere
+    watchdog(0) + watchdog(1, 2, "ALLREDUCE", 10, 1),  # the ranks in different collectives
+    watchdog(0, 6, last=5) + watchdog(1, 6, last=5),  # five collectives went through
+    watchdog(0, numel=10) + watchdog(1, numel=20),  # one collective, different sizes: a desync
+    # the communicator has four ranks: two of them never reached the collective
+    ["node1:2207:2290 [0] NCCL INFO comm 0x5581c0f0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId "
+     "1000 commId 0x9a1b7c3d5e - Init COMPLETE"] + watchdog(0) + watchdog(1),
+])
+def test_watchdog_timeouts_that_leave_a_rank_elsewhere_stay_a_desync(lines):
+    assert diagnose_report(lines).findings[0].category == "nccl_timeout_or_desync"

@@ -20,6 +20,7 @@ from ddpkit.troubleshoot.diagnose.scan import Scanner
 from ddpkit.troubleshoot.stacks import WAITING
 
 COMPLETED, RETRYING = "hang-run-completed", "hang-log-ends-retrying"
+ALL_IN_FIRST = "hang-first-collective-never-completed"
 
 
 def hang_findings(scan: Scanner, found: dict[str, tuple[Signature, list]], top: int = 3,
@@ -145,3 +146,9 @@ def completed(found: dict) -> bool:
 def stuck_connecting(found: dict) -> bool:
     """A source ends retrying a connection: the run hung there, whatever the user says."""
     return RETRYING in found
+
+
+def all_in_first_collective(found: dict) -> bool:
+    """Every rank timed out in the same first collective (scan.py's FIRST_MARK): the
+    watchdog's timeout says where the run hung, the transport why."""
+    return ALL_IN_FIRST in found

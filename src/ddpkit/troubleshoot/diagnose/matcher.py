@@ -170,7 +170,12 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
             hung: bool = False, stacks: dict | None = None) -> Report:
     """`hung`: the run is known to have hung (the user says so, or its run record does);
     `stacks`: where every rank was then (a run record's summary)."""
-    from ddpkit.troubleshoot.diagnose.hung import completed, hang_findings, stuck_connecting
+    from ddpkit.troubleshoot.diagnose.hung import (
+        all_in_first_collective,
+        completed,
+        hang_findings,
+        stuck_connecting,
+    )
 
     sigs = sigs or signatures()
     scan.finish()
@@ -223,6 +228,11 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     if hung or timed_out:
         # what the launch saw in every rank's stack comes first; the log's own findings next
         stack = [f for f in hang if f.evidence.get("basis") == "stacks"]
+        if timed_out and all_in_first_collective(found):
+            # every rank timed out in the first collective: the timeouts say where, not why
+            # (the two likeliest transports first, the timeout itself after them)
+            stack += [f for f in hang if f not in stack
+                      and f.category not in TIMEOUT_CATEGORIES][:2]
         present = {f.category for f in findings}
         findings = (stack + findings + [f for f in hang if f not in stack
                                         and f.category not in present])[:top]

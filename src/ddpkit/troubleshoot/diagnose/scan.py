@@ -57,8 +57,11 @@ STEPS_MARK = "(ranks stopped at different steps)"  # from the last lines of each
 STORE_FULL, STORE_SHORT = "(store barrier over-full)", "(store barrier short)"
 COLL_MARK = "(collectives differ at one opCount)"
 # Hang facts whose hits the scanner compares in code (by signature id: their patterns stay in
-# the knowledge base alone): NCCL's COLL trace, the store-based barrier's counts.
+# the knowledge base alone): NCCL's COLL trace, the store-based barrier's counts, the
+# watchdog's timeouts of each rank.
 COLL_TRACE, STORE_WAIT = "hang-coll-trace", "hang-store-barrier-waiting"
+WATCHDOG_RANKS, COMM_SIZE = "hang-watchdog-rank-timeouts", "hang-nccl-communicator-size"
+FIRST_MARK = "(every rank timed out in the first collective)"
 # Distinct values kept per named group of a regex; a group a `repeat` signature counts keeps
 # up to REPEAT_VALUES (a world of 1024 ranks).
 VALUES, REPEAT_VALUES = 8, 1024
@@ -142,9 +145,11 @@ class Scanner:
         # opCounts; the first two processes seen in different collectives at one opCount
         self.colls: dict[tuple[str, str], tuple[str, str, Line]] = {}
         self.coll_conflict: tuple[str, str, Line] | None = None
-        compared = {sig.id: index[sig.patterns[0].pattern] for sig in sigs
-                    if sig.id in (COLL_TRACE, STORE_WAIT)}
-        self._coll_index, self._store_index = compared.get(COLL_TRACE), compared.get(STORE_WAIT)
+        compared = {sig.id: [index[rx.pattern] for rx in sig.patterns] for sig in sigs
+                    if sig.id in (COLL_TRACE, STORE_WAIT, WATCHDOG_RANKS, COMM_SIZE)}
+        self._coll_index, self._store_index, self._size_index = (
+            compared.get(k, [None])[0] for k in (COLL_TRACE, STORE_WAIT, COMM_SIZE))
+        self._watchdog_indexes = compared.get(WATCHDOG_RANKS, [])
         self.repeated = {sig.repeat for sig in sigs if sig.repeat}
         # (source, where) -> the indent all its lines share (a log pasted as a code block)
         self.indents: dict[tuple[str, str], str] = {}
@@ -247,6 +252,7 @@ class Scanner:
             self.feed(text, last.number, last.source, last.where)
         self._store_barrier()
         self._mismatched_collectives()
+        self._first_collective()
         if len(steps) > 1 and len({n for n, _ln in steps.values()}) > 1:
             # the ranks' last words name different steps: one ran ahead of (or fell behind)
             # the others, which a hang then leaves waiting in different collectives
@@ -291,6 +297,31 @@ class Scanner:
         mark = (f"{STORE_FULL} {wc} arrivals counted for a world of {ws}" if wc > ws else
                 f"{STORE_SHORT} {wc} of {ws} ranks arrived")
         self.feed(mark, hit.line.number, hit.line.source, hit.line.where, regexes_only=True)
+
+    def _first_collective(self) -> None:
+        """Every rank's watchdog timed out in one and the same collective, the first of the
+        run (SeqNum 0 or 1, or none completed before it): all ranks reached it and it never
+        completed, which is the transport (P2P, the network), not a rank elsewhere. Every rank:
+        ranks 0..N-1 all named, N the communicator's size where NCCL printed it."""
+        hits = [self.hits[i] for i in self._watchdog_indexes if i in self.hits]
+        if not hits:
+            return
+        values: dict[str, set] = {}
+        for hit in hits:
+            for key, seen in hit.values.items():
+                values.setdefault(key, set()).update(seen)
+        ranks = sorted(int(r) for r in values.get("wrank", ()))
+        seqs, ops = values.get("wseq", set()), values.get("wop", set())
+        size = self.hits.get(self._size_index)
+        if (len(ranks) < 2 or ranks != list(range(len(ranks))) or len(seqs) != 1
+                or len(ops) != 1 or len(values.get("wnumel", ())) > 1
+                or (size is not None and int(size.groups["nranks"]) != len(ranks))
+                or not (seqs <= {"0", "1"} or values.get("lastdone") == {"-1"})):
+            return
+        first = min((h for h in hits if h.groups.get("wrank")), key=lambda h: h.line.number)
+        self.feed(f"{FIRST_MARK} {next(iter(ops))} SeqNum={next(iter(seqs))} on ranks "
+                  f"0-{ranks[-1]}", first.line.number, first.line.source, first.line.where,
+                  regexes_only=True)
 
     def _root(self, text: str) -> None:
         """torchrun's summary names the first rank that failed ("Root Cause ... rank : 1")."""
