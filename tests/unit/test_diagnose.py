@@ -1948,3 +1948,13 @@ def test_every_rank_timing_out_in_the_first_collective_is_the_transport_not_a_de
 ])
 def test_watchdog_timeouts_that_leave_a_rank_elsewhere_stay_a_desync(lines):
     assert diagnose_report(lines).findings[0].category == "nccl_timeout_or_desync"
+
+
+
+def test_ncclsocket_resets_are_not_the_tcpstore():
+    """NCCL's own socket layer prints 'Connection reset by peer' when a peer's transport dies:
+    that is a link or a dead rank, not the rendezvous host going away."""
+    for line in ["socketProgressOpt: Call to recv from 10.1.0.3<33759> failed : Connection reset by peer",
+                 "Call to send to 10.1.0.3<40125> failed : Connection reset by peer"]:
+        assert "rendezvous_master_unreachable" not in causes([line]), line
+    assert causes(["RuntimeError: Connection reset by peer"]) == ["rendezvous_master_unreachable"]
