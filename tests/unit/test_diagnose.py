@@ -1958,3 +1958,71 @@ def test_ncclsocket_resets_are_not_the_tcpstore():
                  "Call to send to 10.1.0.3<40125> failed : Connection reset by peer"]:
         assert "rendezvous_master_unreachable" not in causes([line]), line
     assert causes(["RuntimeError: Connection reset by peer"]) == ["rendezvous_master_unreachable"]
+
+
+def subgroup_watchdog(rank: int, group_rank: int) -> list[str]:
+    """A new_group's first collective timing out: `[rankK]:` the global rank, `[Rank N]` the
+    rank inside the group, SeqNum counted per group."""
+    return [f"[rank{rank}]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank {group_rank}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLGATHER, "
+            "NumelIn=4096, NumelOut=8192, Timeout(ms)=600000) ran for 600023 milliseconds before timing out."]
+
+
+@pytest.mark.parametrize("lines", [
+    # rank 3 of four never reached the collective, so it printed no watchdog line
+    ["torchrun --standalone --nproc_per_node=4 train.py"] + watchdog(0) + watchdog(1) + watchdog(2),
+    # NCCL 2.19+ names the function before "comm": a communicator of four, two ranks timed out
+    ["node1:2200:2290 [0] NCCL INFO ncclCommInitRank comm 0x5581c0f0 rank 0 nranks 4 cudaDev 0 "
+     "nvmlDev 0 busId 1000 commId 0x9a1b7c3d5e - Init COMPLETE"] + watchdog(0) + watchdog(1),
+    # a subgroup of global ranks 2 and 3
+    subgroup_watchdog(2, 0) + subgroup_watchdog(3, 1),
+    # losses printed first: the default group's collectives went through, a new group's hangs
+    ["epoch 0 step 200 loss 2.113", "epoch 0 step 210 loss 2.087"] + watchdog(0) + watchdog(1),
+    # torch 1.13 prints no size: the ranks may have passed different ones
+    [line.replace(", NumelIn=131072000, NumelOut=131072000", "") for line in watchdog(0) + watchdog(1)],
+])
+def test_first_collective_timeouts_that_may_leave_a_rank_elsewhere_stay_a_desync(lines):
+    for hung in (False, True):
+        assert diagnose_report(lines, hung=hung).findings[0].category == "nccl_timeout_or_desync", lines
+
+
+P2P_HANG = ["NVIDIA GeForce RTX 4090",
+            "node1:2207:2290 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+            "node1:2207:2290 [0] NCCL INFO comm 0x5581c0f0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
+            "busId 1000 commId 0x9a1b7c3d5e - Init COMPLETE"]
+PS_HEADER = "USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND"
+RANKS_RUNNING = [
+    "alice     4241  101  3.1 31234560 4123456 pts/0  Rl+  10:02  42:01 python train.py --local_rank=0",
+    "alice     4242  100  3.1 31234560 4123456 pts/0  Rl+  10:02  42:00 python train.py --local_rank=1"]
+
+
+def gpu_row(mem: int, util: int) -> str:
+    return f"| 30%   61C    P2             290W / 450W |  {mem}MiB / 24564MiB |    {util}%      Default |"
+
+
+@pytest.mark.parametrize("table", [
+    # another user's python in D
+    [PS_HEADER] + RANKS_RUNNING + [
+        "bob      17731  0.4  0.2 2345600 312340 pts/3    D    09:12   0:55 python3 preprocess.py --src /nfs/x"],
+    # a DataLoader worker: the rank's command line, a fraction of its memory
+    [PS_HEADER] + RANKS_RUNNING + [
+        "alice     4301  2.3  1.1 28234560 1423456 pts/0  Dl+  10:03   1:10 python train.py --local_rank=0"],
+    # top: the ranks are pt_main_thread, another user's python is in D
+    ["    PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND",
+     "   4241 alice     20   0   31.2g   4.1g 512000 R 100.0   3.1  42:01.12 pt_main_thread",
+     "   4242 alice     20   0   31.2g   4.1g 512000 R 100.0   3.1  42:00.80 pt_main_thread",
+     "   6001 carol     20   0    5.1g   1.2g  41000 D   1.0   0.9   3:11.40 python"],
+    # an idle GPU holding another job's memory, unlike the ranks'
+    [gpu_row(21043, 100), gpu_row(21043, 100), gpu_row(15302, 0), gpu_row(3, 0)],
+])
+def test_rows_of_other_jobs_do_not_make_a_straggler(table):
+    assert diagnose_report(P2P_HANG + table, hung=True).findings[0].category == "p2p_acs_iommu"
+    # the same tables with a rank's own row in D or idle do
+    if table[0] == PS_HEADER:
+        rank_d = RANKS_RUNNING[:1] + [RANKS_RUNNING[1].replace("Rl+", "Dl+")]
+        assert diagnose_report(P2P_HANG + [PS_HEADER] + rank_d, hung=True).findings[0].category \
+            == "nccl_timeout_or_desync"
+    if table[0].startswith("| "):
+        idle = [gpu_row(21043, 100), gpu_row(20911, 0)]
+        assert diagnose_report(P2P_HANG + idle, hung=True).findings[0].category \
+            == "nccl_timeout_or_desync"

@@ -61,6 +61,9 @@ COLL_MARK = "(collectives differ at one opCount)"
 # watchdog's timeouts of each rank.
 COLL_TRACE, STORE_WAIT = "hang-coll-trace", "hang-store-barrier-waiting"
 WATCHDOG_RANKS, COMM_SIZE = "hang-watchdog-rank-timeouts", "hang-nccl-communicator-size"
+PROGRESS = "hang-training-progress"
+D_ROW, RUN_ROW = "hang-rank-in-d-state", "hang-rank-running-row"
+GPU_IDLE, GPU_BUSY = "hang-gpu-idle-among-busy", "hang-gpu-busy-row"
 FIRST_MARK = "(every rank timed out in the first collective)"
 # Distinct values kept per named group of a regex; a group a `repeat` signature counts keeps
 # up to REPEAT_VALUES (a world of 1024 ranks).
@@ -146,10 +149,16 @@ class Scanner:
         self.colls: dict[tuple[str, str], tuple[str, str, Line]] = {}
         self.coll_conflict: tuple[str, str, Line] | None = None
         compared = {sig.id: [index[rx.pattern] for rx in sig.patterns] for sig in sigs
-                    if sig.id in (COLL_TRACE, STORE_WAIT, WATCHDOG_RANKS, COMM_SIZE)}
-        self._coll_index, self._store_index, self._size_index = (
-            compared.get(k, [None])[0] for k in (COLL_TRACE, STORE_WAIT, COMM_SIZE))
+                    if sig.id in (COLL_TRACE, STORE_WAIT, WATCHDOG_RANKS, COMM_SIZE, PROGRESS,
+                                  D_ROW, RUN_ROW, GPU_IDLE, GPU_BUSY)}
+        self._coll_index, self._store_index = (
+            compared.get(k, [None])[0] for k in (COLL_TRACE, STORE_WAIT))
         self._watchdog_indexes = compared.get(WATCHDOG_RANKS, [])
+        self._size_indexes = compared.get(COMM_SIZE, [])
+        self._progress_index = compared.get(PROGRESS, [None])[0]
+        self._straggler = {k: compared.get(k, []) for k in (D_ROW, RUN_ROW, GPU_IDLE, GPU_BUSY)}
+        # a watchdog line of a process group other than the world: "[rank2]:... [Rank 0]"
+        self._subgroup = False
         self.repeated = {sig.repeat for sig in sigs if sig.repeat}
         # (source, where) -> the indent all its lines share (a log pasted as a code block)
         self.indents: dict[tuple[str, str], str] = {}
@@ -201,6 +210,9 @@ class Scanner:
                         seen = hit.values.setdefault(key, set())
                         if len(seen) < (REPEAT_VALUES if key in self.repeated else VALUES):
                             seen.add(value)
+                if (i in self._watchdog_indexes and line.where.startswith("rank ")
+                        and m.groupdict().get("wrank") not in (None, line.where[5:])):
+                    self._subgroup = True
                 if i == self._coll_index and not regexes_only:
                     self._collective(m, line)
                 if line.where and len(hit.places) < 64:
@@ -253,6 +265,7 @@ class Scanner:
         self._store_barrier()
         self._mismatched_collectives()
         self._first_collective()
+        self._stragglers()
         if len(steps) > 1 and len({n for n, _ln in steps.values()}) > 1:
             # the ranks' last words name different steps: one ran ahead of (or fell behind)
             # the others, which a hang then leaves waiting in different collectives
@@ -312,16 +325,50 @@ class Scanner:
                 values.setdefault(key, set()).update(seen)
         ranks = sorted(int(r) for r in values.get("wrank", ()))
         seqs, ops = values.get("wseq", set()), values.get("wop", set())
-        size = self.hits.get(self._size_index)
+        nccl, nproc = (self.hits.get(i) for i in (self._size_indexes + [None, None])[:2])
         if (len(ranks) < 2 or ranks != list(range(len(ranks))) or len(seqs) != 1
-                or len(ops) != 1 or len(values.get("wnumel", ())) > 1
-                or (size is not None and int(size.groups["nranks"]) != len(ranks))
+                or len(ops) != 1 or self._subgroup
+                # the same size on every rank, printed (torch < 2.0 prints none)
+                or len(values.get("wnumel", ())) != 1
+                or (nccl is not None and int(nccl.groups["nranks"]) != len(ranks))
+                # a rank stuck before the collective prints no watchdog line: fewer ranks
+                # than torchrun started is a rank elsewhere
+                or (nproc is not None and int(nproc.groups["nproc"]) > len(ranks))
                 or not (seqs <= {"0", "1"} or values.get("lastdone") == {"-1"})):
             return
         first = min((h for h in hits if h.groups.get("wrank")), key=lambda h: h.line.number)
+        progress = self.hits.get(self._progress_index)
+        if progress is not None and (progress.line.source, progress.line.number) < (
+                first.line.source, first.line.number):
+            return  # losses printed before it: a new process group's first collective
         self.feed(f"{FIRST_MARK} {next(iter(ops))} SeqNum={next(iter(seqs))} on ranks "
                   f"0-{ranks[-1]}", first.line.number, first.line.source, first.line.where,
                   regexes_only=True)
+
+    def _stragglers(self) -> None:
+        """A row in state D is a rank only beside running rows of the same user and command
+        whose memory it is near (a DataLoader worker shares the command line, not the CUDA
+        context); an idle GPU is a rank's only with about the memory the busy ones hold.
+        Otherwise the row is dropped: it is another job's."""
+        def values(sig_id: str, key: str) -> set:
+            return {v for i in self._straggler[sig_id] if i in self.hits
+                    for v in self.hits[i].values.get(key, ())}
+
+        d = next((self.hits[i] for i in self._straggler[D_ROW] if i in self.hits), None)
+        if d is not None:
+            g = d.groups
+            rss = [int(v) for v in values(RUN_ROW, "rrss")]
+            if (g.get("dcmd") not in values(RUN_ROW, "rcmd")
+                    or ("duser" in g and g["duser"] not in values(RUN_ROW, "ruser"))
+                    or ("drss" in g and rss and int(g["drss"]) < 0.5 * max(rss))):
+                for i in self._straggler[D_ROW]:
+                    self.hits.pop(i, None)
+        idle = next((self.hits[i] for i in self._straggler[GPU_IDLE] if i in self.hits), None)
+        if idle is not None:
+            busy = [int(v) for v in values(GPU_BUSY, "bmem")]
+            if not any(abs(int(idle.groups["imem"]) - b) <= 0.2 * b for b in busy):
+                for i in self._straggler[GPU_IDLE]:
+                    self.hits.pop(i, None)
 
     def _root(self, text: str) -> None:
         """torchrun's summary names the first rank that failed ("Root Cause ... rank : 1")."""
