@@ -2026,3 +2026,28 @@ def test_rows_of_other_jobs_do_not_make_a_straggler(table):
         idle = [gpu_row(21043, 100), gpu_row(20911, 0)]
         assert diagnose_report(P2P_HANG + idle, hung=True).findings[0].category \
             == "nccl_timeout_or_desync"
+
+
+@pytest.mark.parametrize("category, log", [
+    # nccl-tests failing on CUDA after MPI_Init went through: PMIx's lock warning was noise
+    ("oom_cuda_error", [
+        "[node1:08575] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 168",
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4294967296 step: 2(factor) warmup iters: 5",
+        "# Using devices",
+        "node1: Test CUDA failure common.cu:1045 'unknown error'"]),
+    # `nvidia-smi -L` in one task of a job: that task was given no GPU
+    # an old TCPStore whose MASTER_ADDR does not resolve, in the resolver's other words
+    ("rendezvous_master_unreachable", [
+        "    store = TCPStore(master_addr, master_port, world_size, start_daemon, timeout)",
+        "ValueError: host not found: Temporary failure in name resolution"]),
+    ("duplicate_gpu_or_wrong_device", [
+        "PROC_ID=0 No devices found.",
+        "PROC_ID=1 GPU 0: NVIDIA RTX A5000 (UUID: GPU-43f1fb2e-11d8-30c4-1b4a-70bd77fc7e54)"]),
+])
+def test_unseen31_families(category, log):
+    assert causes(log)[0] == category
+
+
+def test_pmix_store_error_without_a_run_is_still_named():
+    assert causes(["[node1:08575] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 168"]) \
+        == ["shared_memory_docker"]
