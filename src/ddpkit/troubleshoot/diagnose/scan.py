@@ -319,10 +319,7 @@ class Scanner:
         hits = [self.hits[i] for i in self._watchdog_indexes if i in self.hits]
         if not hits:
             return
-        values: dict[str, set] = {}
-        for hit in hits:
-            for key, seen in hit.values.items():
-                values.setdefault(key, set()).update(seen)
+        values = self._values(self._watchdog_indexes)
         ranks = sorted(int(r) for r in values.get("wrank", ()))
         seqs, ops = values.get("wseq", set()), values.get("wop", set())
         nccl, nproc = (self.hits.get(i) for i in (self._size_indexes + [None, None])[:2])
@@ -345,27 +342,31 @@ class Scanner:
                   f"0-{ranks[-1]}", first.line.number, first.line.source, first.line.where,
                   regexes_only=True)
 
+    def _values(self, indexes: list[int]) -> dict[str, set]:
+        """The distinct values of each named group over the hits of these regexes."""
+        values: dict[str, set] = {}
+        for i in indexes:
+            for key, seen in self.hits[i].values.items() if i in self.hits else ():
+                values.setdefault(key, set()).update(seen)
+        return values
+
     def _stragglers(self) -> None:
         """A row in state D is a rank only beside running rows of the same user and command
         whose memory it is near (a DataLoader worker shares the command line, not the CUDA
         context); an idle GPU is a rank's only with about the memory the busy ones hold.
         Otherwise the row is dropped: it is another job's."""
-        def values(sig_id: str, key: str) -> set:
-            return {v for i in self._straggler[sig_id] if i in self.hits
-                    for v in self.hits[i].values.get(key, ())}
-
         d = next((self.hits[i] for i in self._straggler[D_ROW] if i in self.hits), None)
         if d is not None:
-            g = d.groups
-            rss = [int(v) for v in values(RUN_ROW, "rrss")]
-            if (g.get("dcmd") not in values(RUN_ROW, "rcmd")
-                    or ("duser" in g and g["duser"] not in values(RUN_ROW, "ruser"))
+            g, run = d.groups, self._values(self._straggler[RUN_ROW])
+            rss = [int(v) for v in run.get("rrss", ())]
+            if (g.get("dcmd") not in run.get("rcmd", ())
+                    or ("duser" in g and g["duser"] not in run.get("ruser", ()))
                     or ("drss" in g and rss and int(g["drss"]) < 0.5 * max(rss))):
                 for i in self._straggler[D_ROW]:
                     self.hits.pop(i, None)
         idle = next((self.hits[i] for i in self._straggler[GPU_IDLE] if i in self.hits), None)
         if idle is not None:
-            busy = [int(v) for v in values(GPU_BUSY, "bmem")]
+            busy = [int(v) for v in self._values(self._straggler[GPU_BUSY]).get("bmem", ())]
             if not any(abs(int(idle.groups["imem"]) - b) <= 0.2 * b for b in busy):
                 for i in self._straggler[GPU_IDLE]:
                     self.hits.pop(i, None)
