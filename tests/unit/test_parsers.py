@@ -15,6 +15,7 @@ FW = FIXTURES / "firewall"
     ("smi-q-535.129.03.txt", "535.129.03", "12.2", 8, "NVIDIA A100-SXM4-40GB", 40960),
     ("smi-q-535.183.01.txt", "535.183.01", "12.2", 8, "NVIDIA H100 80GB HBM3", 81559),
     ("smi-q-560.35.03.txt", "560.35.03", "12.6", 1, "NVIDIA TITAN V", 12288),
+    ("smi-q-580.159.04.txt", "580.159.04", "13.0", 1, "NVIDIA H200", 143771),  # gpu-check.sh
     ("smi-q-590.48.01.txt", "590.48.01", "13.1", 1, "NVIDIA H200", 143771),
     ("smi-q-590.48.01-mig.txt", "590.48.01", "13.1", 1, "NVIDIA H100 80GB HBM3", 81559),
     ("smi-q-610.57.04.txt", "610.57.04", "13.3", 1, "NVIDIA GeForce RTX 2080 SUPER", 8192),
@@ -36,6 +37,7 @@ def test_smi_query_uuids_are_per_gpu():
     ("smi-table-440.82.txt", "440.82", "10.2", 2, "GeForce GTX 108...", 11175),
     ("smi-table-525.125.06.txt", "525.125.06", "12.0", 1, "NVIDIA GeForce ...", 23028),
     ("smi-table-550.90.07.txt", "550.90.07", "12.4", 8, "NVIDIA H100 80GB HBM3", 81559),
+    ("smi-table-580.159.04.txt", "580.159.04", "13.0", 1, "NVIDIA H200", 143771),  # gpu-check.sh
     ("smi-table-590.48.01.txt", "590.48.01", "13.1", 1, "NVIDIA H200", 143771),
     ("smi-table-610.57.04.txt", "610.57.04", "13.3", 1, "NVIDIA GeForce RTX 2080 ...", 8192),
 ])
