@@ -97,6 +97,7 @@ def test_hangs_are_named_within_hang_timeout_plus_15s(vcluster, tmp_path):
         assert re.search(rf"! rank 1 \({host}\): {odd_line}", out), f"{mode}:\n{out}"
         assert f"straggler: rank 1 ({host})" in out, f"{mode}:\n{out}"
         assert "HUNG:" in out and "got signal" not in out.split("ddpkit launch: summary")[-1]
+        assert "SignalException" not in out, f"{mode}:\n{out}"  # torchrun's, one line each
         # named as the teardown starts, not only in the summary once every node has stopped
         assert re.search(rf"ddpkit: HUNG, tearing every node down; straggler: rank 1 \({host}\)"
                          r"(.|\n)*ddpkit launch: summary", out), f"{mode}:\n{out}"

@@ -44,7 +44,12 @@ def test_hung_collective_gets_flight_recorder_dumps_in_the_record(tmp_path):
     # the launch's own diagnosis of the hang: the straggler its stacks named
     assert "diagnosis: [nccl_timeout_or_desync] the stacks taken during the hang: straggler: " \
            "rank 1 (localhost)" in " ".join(out.split()), out
+    # torchrun's 25-line traceback from our own SIGTERM is one line on the console, whole in
+    # the record
+    assert "SignalException" not in out and "Traceback" not in out, out
+    assert "torchrun stopped on the teardown's signal 15 (its traceback is in localhost.log" in out
     run = record_of(tmp_path)
+    assert "SignalException: Process" in (run / "localhost.log").read_text()
     fr = json.loads((run / "fr.json").read_text())
     for r in ("0", "2"):  # blocked in the collective when they dumped
         dump = fr["ranks"][r]["dumps"]["fr_rank_"]

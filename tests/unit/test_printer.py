@@ -5,7 +5,7 @@ import io
 import pytest
 
 from ddpkit.launch.hosts import Host
-from ddpkit.launch.output import NodeRun, Printer
+from ddpkit.launch.output import NodeRun, Printer, TeardownEcho
 from ddpkit.launch.plan import NodePlan
 
 
@@ -124,3 +124,35 @@ def test_a_node_stopped_while_its_workers_were_killed_is_not_the_root():
     stopped; the node that failed on its own is first."""
     result = _teardown_race(CLOSED, "ValueError: bad batch")
     assert result.first_failure == "b" and [n["state"] for n in result.nodes] == ["stopped", "failed"]
+
+
+AGENT_TRACEBACK = ["Traceback (most recent call last):",
+                   '  File "<frozen runpy>", line 198, in _run_module_as_main',
+                   "    time.sleep(monitor_interval)",
+                   "           ^^^^^^^^^^^^^^^^^^^^^^", "",
+                   "During handling of the above exception, another exception occurred:",
+                   '  File "/x/torch/distributed/elastic/multiprocessing/api.py", line 86, in _h']
+SIGNALLED = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 519 got signal: 15"
+CHILD = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+
+
+@pytest.mark.parametrize("tearing_down, last, shown", [
+    # our teardown's SIGTERM: torchrun's traceback is one line
+    (True, SIGNALLED, ["torchrun stopped on the teardown's signal 15 (its traceback is in "
+                       "node0.log of the run record)"]),
+    # any other traceback during a teardown is shown whole, once complete
+    (True, CHILD, AGENT_TRACEBACK + [CHILD]),
+    # outside a teardown nothing is held back, SignalException included (Ctrl-C sent to it alone)
+    (False, SIGNALLED, AGENT_TRACEBACK + [SIGNALLED]),
+])
+def test_torchrun_traceback_at_teardown(tearing_down, last, shown):
+    echo, got = TeardownEcho(), []
+    for line in AGENT_TRACEBACK + [last, "W1204 12:00:00 api.py:1] next line"]:
+        got += echo.feed(line, tearing_down, "node0.log")
+    assert got == shown + ["W1204 12:00:00 api.py:1] next line"]
+
+
+def test_a_traceback_cut_off_at_teardown_is_shown_at_the_end():
+    echo = TeardownEcho()
+    assert [echo.feed(line, True, "n.log") for line in AGENT_TRACEBACK[:3]] == [[], [], []]
+    assert echo.flush() == AGENT_TRACEBACK[:3] and echo.flush() == []

@@ -33,6 +33,12 @@ CONSEQUENCE = re.compile(r"Connection closed by peer|Connection reset by peer|re
                          r"was killed by SIGKILL")
 # torchrun's own report of a dead worker: "failed (exitcode: -6) local_rank: 0 (pid: 12) of ..."
 WORKER_DIED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+)")
+# torchrun's traceback when it is signalled; during our teardown, an echo of our own stop
+AGENT_SIGNALLED = re.compile(r"SignalException: Process \d+ got signal: (?P<signal>\d+)")
+# the lines inside a Python traceback, before its last (unindented) exception line
+TRACEBACK_BODY = re.compile(r"^(?:\s|$)|^Traceback \(most recent call last\):|"
+                            r"^During handling of the above exception|"
+                            r"^The above exception was the direct cause")
 COLORS = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
 
 
@@ -48,6 +54,38 @@ def describe_exit(code: int, local_rank: str) -> str:
                 local_rank=local_rank, number=-code)
     return _("worker (local rank {local_rank}) exited with code {code}").format(
         local_rank=local_rank, code=code)
+
+
+class TeardownEcho:
+    """torchrun's own lines during a teardown: a traceback is held back until its last line;
+    ending in SignalException (torchrun saying it was signalled: by the teardown) it becomes one
+    line, anything else is shown whole. The log file gets every line either way."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+
+    def feed(self, body: str, tearing_down: bool, log_name: str) -> list[str]:
+        """The lines to show on the console now, for this one."""
+        if self.held:
+            if TRACEBACK_BODY.match(body):
+                self.held.append(body)
+                return []
+            held, self.held = self.held, []
+            m = AGENT_SIGNALLED.search(body)
+            if m:
+                return [_("torchrun stopped on the teardown's signal {signal} (its traceback is "
+                          "in {log} of the run record)").format(signal=m.group("signal"),
+                                                                log=log_name)]
+            return held + [body]
+        if tearing_down and body.startswith("Traceback (most recent call last):"):
+            self.held = [body]
+            return []
+        return [body]
+
+    def flush(self) -> list[str]:
+        """What is still held (a traceback cut off before its last line): shown as it is."""
+        held, self.held = self.held, []
+        return held
 
 
 @dataclass
@@ -67,6 +105,7 @@ class NodeRun:
     readers: list[threading.Thread] = field(default_factory=list)
     deaths: list[tuple[int, int]] = field(default_factory=list)  # (code, pid), torchrun's words
     agent_echo: bool = False  # agent_error is a worker SIGKILLed by torchrun: another's echo
+    echo: TeardownEcho = field(default_factory=TeardownEcho)  # torchrun's lines at teardown
 
     def to_dict(self, t0: float) -> dict:
         return {"host": self.plan.host.name, "state": self.state, "exit_code": self.exit_code,
@@ -103,10 +142,10 @@ class Printer:
             log_dir.mkdir(parents=True, exist_ok=True)
 
     def line(self, node: NodeRun, rank: int | None, text: str, stream: IO[str],
-             console: bool = True) -> None:
+             console: bool = True, log: bool = True) -> None:
         label = f"{node.plan.host.name}:{rank if rank is not None else '-'}"
         with self.lock:
-            if self.log_dir:
+            if self.log_dir and log:
                 name = f"rank{rank}.log" if rank is not None else f"{node.plan.host.name}.log"
                 f = self.files.get(name) or self.files.setdefault(name, open(self.log_dir / name, "a"))
                 f.write(text + "\n")

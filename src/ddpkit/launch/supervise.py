@@ -201,7 +201,13 @@ class Supervisor:
         self._note_error(node, rank, body)
         out = self.printer.err if (stream == "err" or self.json_mode) else self.printer.out
         quiet = (rank is None and NOISE.search(body)) or (self.hide and self.hide.search(body))
-        self.printer.line(node, rank, body, out, console=not quiet)
+        if rank is None and not quiet:
+            stopping = self.tearing_down_at is not None or bool(self.reason)
+            self.printer.line(node, rank, body, out, console=False)
+            for text in node.echo.feed(body, stopping, f"{node.plan.host.name}.log"):
+                self.printer.line(node, rank, text, out, log=False)
+        else:
+            self.printer.line(node, rank, body, out, console=not quiet)
         if self.on_line:
             self.on_line(node.plan.host.name, rank, body)
 
@@ -237,11 +243,17 @@ class Supervisor:
             except queue.Empty:
                 return
 
+    def _show_held(self, node: NodeRun) -> None:
+        out = self.printer.err if self.json_mode else self.printer.out
+        for text in node.echo.flush():
+            self.printer.line(node, None, text, out, log=False)
+
     # ---- ending ----------------------------------------------------------------------------
     def _finish(self, node: NodeRun, rc: int) -> None:
         for t in node.readers:
             t.join(timeout=2)
         self._drain(0)
+        self._show_held(node)
         node.ended_at = time.monotonic()
         if node.marker is not None:
             node.exit_code = int(node.marker.get("code", rc))
@@ -342,6 +354,8 @@ class Supervisor:
                 proc.wait()
             self._close_inputs()  # normally a no-op: every node has ended
             self._kill_stragglers_after(self.grace + 5)
+            for node in self.nodes:
+                self._show_held(node)
             self.printer.close()
         return self._result()
 
