@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ddpkit.nodeside.stackdump import summarise
+from ddpkit.troubleshoot.diagnose.matcher import diagnose_report
 from ddpkit.troubleshoot.diagnose.rundir import diagnose_dir
 from ddpkit.verify.bench.table import Header, header_lines, row_line
 
@@ -81,3 +82,28 @@ def test_a_healthy_gpu_run_with_nccl_debug_info_has_no_finding():
     report = diagnose_dir(RUNS / "ok-info")
     assert (RUNS / "ok-info" / "rank0.log").read_text().count("NCCL INFO") > 50
     assert report.findings == [] and not report.failed
+
+
+# Plain `torchrun --standalone --nproc-per-node 1 examples/ddp_seed_corrected.py` on the H200,
+# with NCCL variables set wrong the way users set them: NCCL 2.28.9's own current wording.
+@pytest.mark.parametrize("log, category, words", [
+    ("ifname-bad-warn", "nccl_interface_selection", "no usable IP interface"),  # NCCL_SOCKET_IFNAME=nosuch0
+    ("ifname-bad", "nccl_interface_selection", "no usable IP interface"),  # the same, no NCCL_DEBUG
+    ("net-ib-warn", "nccl_interface_selection", "network plugin"),  # NCCL_NET=IB without IB
+    ("ib-hca-bad-info", "nccl_interface_selection", "network plugin"),  # and NCCL_IB_HCA=mlx5_99
+    ("net-plugin-bad-warn", "nccl_interface_selection", "network plugin"),  # NCCL_NET=nosuchnet
+    # runs that passed: NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=ALL (626 lines), with
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL and TORCH_CPP_LOG_LEVEL=INFO (593), and NCCL_ALGO/NCCL_PROTO
+    # set to nonsense (NCCL 2.28 warns of nothing on one rank)
+    ("ok-info-all", None, ""),
+    ("ok-info-warnings", None, ""),
+    ("algo-bad-warn", None, ""),
+    ("proto-bad-warn", None, ""),
+])
+def test_nccl_2_28_wording_from_torchrun_logs(log, category, words):
+    lines = (RUNS / "torchrun" / f"{log}.log").read_text().splitlines()
+    report = diagnose_report(lines)
+    if category is None:
+        assert report.findings == [], [f.title for f in report.findings]
+    else:
+        assert report.category == category and words in report.findings[0].title
