@@ -136,6 +136,16 @@ def test_shm(size, status):
     ("TORCH_NCCL_BLOCKING_WAIT", None, ""),
     ("NCCL_DEBUG", None, ""),
     ("NCCL_IB_HCA", None, ""),
+    # set on purpose by NVIDIA's CUDA images and by builds against a system NCCL (the H200's
+    # NGC-style image had NCCL_VERSION: the doctor warned "did you mean NCCL_IBVERBS_LIB?")
+    ("NCCL_VERSION", None, ""),
+    ("NCCL_HOME", None, ""),
+    ("NCCL_LIB_DIR", None, ""),
+    ("NCCL_TESTS_DIR", None, ""),
+    # a name like no real one: no far-fetched "did you mean" (compared without NCCL_)
+    ("NCCL_MY_SETTING", Status.WARN, "unset NCCL_MY_SETTING"),
+    ("NCCL_IB_DISABEL", Status.WARN, "did you mean NCCL_IB_DISABLE?"),
+    ("TORCH_NCCL_BLOCKING_WAI", Status.WARN, "did you mean TORCH_NCCL_BLOCKING_WAIT?"),
 ])
 def test_env_names(name, status, words):
     r = judge_name(name)

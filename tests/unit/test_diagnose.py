@@ -2051,3 +2051,20 @@ def test_unseen31_families(category, log):
 def test_pmix_store_error_without_a_run_is_still_named():
     assert causes(["[node1:08575] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 168"]) \
         == ["shared_memory_docker"]
+
+
+DEVICE_MESH_GUESS = ("/usr/lib/python3/torch/distributed/device_mesh.py:478: UserWarning: It seems "
+                     "like you did not set/select the default device for the current process before "
+                     "the DeviceMesh initialization or use a launcher (i.e. torchrun) which populates "
+                     "`LOCAL_RANK` environment variable.")
+
+
+def test_device_mesh_guess_alone_is_no_finding_but_supports_a_duplicate_gpu():
+    """DeviceMesh's warning that it guessed the GPU (global_rank % GPUs per host) is right on a
+    regular layout: alone it is nothing; beside NCCL's duplicate GPU it is that finding's fact."""
+    assert diagnose(["step 1 loss 2.3", DEVICE_MESH_GUESS, "step 2 loss 2.1"]) == []
+    found = diagnose([DEVICE_MESH_GUESS, "[rank1]: Last error:",
+                      "[rank1]: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 18000"])
+    assert found[0].category == "duplicate_gpu_or_wrong_device"
+    assert [(e["line"], e["signature"]) for e in found[0].evidence["supporting"]] == [
+        (3, "nccl-duplicate-gpu"), (1, "sharded-default-device-guessed")]

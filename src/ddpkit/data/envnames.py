@@ -40,6 +40,8 @@ def classify(name: str, cutoff: float = 0.6) -> EnvNameVerdict | None:
     noop = notes.get("noop", {})
     if name in noop:
         return EnvNameVerdict("noop", name, why=noop[name].get("why", ""))
+    if name in notes.get("other", {}).get("names", ()):
+        return None  # set on purpose by other tools (CUDA images, builds), never NCCL's
     if name.startswith("NCCL_"):
         known = nccl_env_vars()
         status = known.get(name)
@@ -48,16 +50,21 @@ def classify(name: str, cutoff: float = 0.6) -> EnvNameVerdict | None:
         if status is None and name.startswith(NCCL_PLUGIN_PREFIXES):
             return EnvNameVerdict("plugin", name)
         if status is None:
-            return EnvNameVerdict("unknown", name, suggestion=_nearest(name, list(known), cutoff),
+            return EnvNameVerdict("unknown", name, suggestion=_nearest(name, list(known), cutoff,
+                                                                         "NCCL_"),
                                   timeout="TIMEOUT" in name or "TIME_OUT" in name)
         return None
     if name.startswith("TORCH_NCCL_"):
         known_torch = notes.get("torch", {}).get("names", [])
         if name not in known_torch:
-            return EnvNameVerdict("unknown", name, "torch", _nearest(name, known_torch, cutoff))
+            return EnvNameVerdict("unknown", name, "torch",
+                                  _nearest(name, known_torch, cutoff, "TORCH_NCCL_"))
     return None
 
 
-def _nearest(name: str, known: list[str], cutoff: float) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=cutoff)
-    return close[0] if close else ""
+def _nearest(name: str, known: list[str], cutoff: float, prefix: str) -> str:
+    """The known name nearest to `name`, compared without the prefix they all share (with it,
+    NCCL_VERSION and NCCL_IBVERBS_LIB looked alike enough to be offered as a typo)."""
+    tails = {k[len(prefix):]: k for k in known if k.startswith(prefix)}
+    close = difflib.get_close_matches(name[len(prefix):], list(tails), n=1, cutoff=cutoff)
+    return tails[close[0]] if close else ""
