@@ -241,7 +241,13 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def _barrier() -> None:
-    if dist.is_initialized():
+    if not dist.is_initialized():
+        return
+    if dist.get_backend() == "nccl" and torch.cuda.is_available():
+        # this rank's GPU, named: without it torch (2.11, seen on an H200) warns at every
+        # checkpoint that it guesses the device, and older releases guessed GPU 0 for every rank
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
         dist.barrier()
 
 
