@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ddpkit.runtime.objects import barrier
+
 __all__ = ["Context", "init", "shutdown", "seed_everything", "loader", "DistributedLoader",
            "scale_lr", "global_batch_size", "wrap", "save_checkpoint", "load_checkpoint",
            "print0", "is_main", "step"]
@@ -241,14 +243,8 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def _barrier() -> None:
-    if not dist.is_initialized():
-        return
-    if dist.get_backend() == "nccl" and torch.cuda.is_available():
-        # this rank's GPU, named: without it torch (2.11, seen on an H200) warns at every
-        # checkpoint that it guesses the device, and older releases guessed GPU 0 for every rank
-        dist.barrier(device_ids=[torch.cuda.current_device()])
-    else:
-        dist.barrier()
+    if dist.is_initialized():
+        barrier()
 
 
 def save_checkpoint(path: str, model: torch.nn.Module, optimizer=None, **extra: Any) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_gather_object", "broadcast_object"]
+__all__ = ["all_gather_object", "broadcast_object", "barrier"]
 
 
 def _device(group) -> torch.device:
@@ -30,6 +30,16 @@ def _device(group) -> torch.device:
     if "nccl" in str(dist.get_backend(group)).lower():
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def barrier(group=None) -> None:
+    """dist.barrier() that names this rank's GPU on NCCL: without it torch 2.11 warns on every
+    call that it guesses the device (seen on an H200), and older releases guessed GPU 0."""
+    device = _device(group)
+    if device.type == "cuda":
+        dist.barrier(group=group, device_ids=[device.index])
+    else:
+        dist.barrier(group=group)
 
 
 def _to_tensor(obj: Any, device: torch.device) -> torch.Tensor:

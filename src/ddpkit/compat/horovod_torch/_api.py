@@ -282,7 +282,7 @@ def synchronize(handle):
 def barrier(process_set=None) -> None:
     ps = _resolve_set(process_set)
     if ps.size() > 1:
-        dist.barrier(group=ps.group)
+        _ops.barrier(ps.group)
 
 
 def join(device=-1) -> int:

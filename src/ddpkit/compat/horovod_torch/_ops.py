@@ -294,6 +294,16 @@ def launch_reducescatter(tensors, op, pre, post, ps, name=None, grouped=False):
 
 # --- join -------------------------------------------------------------------------------------
 
+def barrier(group=None) -> None:
+    """dist.barrier() naming this rank's GPU on NCCL (torch 2.11 warns on each call that it
+    guesses the device). The shim ships to nodes on its own, so it keeps its own copy of
+    ddpkit/runtime/objects.py's barrier."""
+    if "nccl" in str(dist.get_backend(group)).lower():
+        dist.barrier(group=group, device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier(group=group)
+
+
 def join() -> int:
     """Wait, taking part in the other ranks' allreduces with zeros, until every rank has
     joined; return the rank that joined last."""
@@ -301,7 +311,7 @@ def join() -> int:
     if ps.size() == 1:
         return 0
     if not _wire.checking():
-        dist.barrier()
+        barrier()
         return ps.size() - 1
     before = _join["seen"]
     while True:
