@@ -2068,3 +2068,53 @@ def test_device_mesh_guess_alone_is_no_finding_but_supports_a_duplicate_gpu():
     assert found[0].category == "duplicate_gpu_or_wrong_device"
     assert [(e["line"], e["signature"]) for e in found[0].evidence["supporting"]] == [
         (3, "nccl-duplicate-gpu"), (1, "sharded-default-device-guessed")]
+
+
+@pytest.mark.parametrize("lines, category", [
+    # a fabric that is not up (Fabric Manager stopped, restarted without a GPU reset): the
+    # machine's state, whatever NCCL or CUDA call hit it first
+    (["n1:10:20 [1] transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error'"], "oom_cuda_error"),
+    (["n1:10:20 [0] transport/nvls.cc:287 NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast "
+      "memory of size 2097152 : CUDA error 401 'the operation cannot be performed in the present "
+      "state'.", "This is usually caused by a system or configuration error in the Fabric Manager "
+      "or NVSwitches."], "oom_cuda_error"),
+    (["test: Test CUDA failure common.cu:941 'system not yet initialized'"], "oom_cuda_error"),
+    # what says version: NVLS refused as an invalid argument (a CUDA build newer than the
+    # driver), Fabric Manager refusing a driver of another version
+    (["n1:10:20 [0] transport/nvls.cc:254 NCCL WARN Cuda failure 1 'invalid argument'"], "version_mismatch"),
+    (["nv-fabricmanager[104]: fabric manager NVIDIA GPU driver interface version 550.127.05 don't "
+      "match with driver version 550.120. Please update with matching NVIDIA driver package."],
+     "version_mismatch"),
+])
+def test_nvswitch_fabric_state_versus_versions(lines, category):
+    assert diagnose(lines)[0].category == category
+
+
+def test_deepspeed_no_sync_assertion_cut_before_its_message():
+    """DeepSpeed 0.16's no_sync assertion reached from accelerate's no_sync, the log cut after
+    the assertion's code line (transformers#34984's shape): releases that do not fit together."""
+    log = ["Traceback (most recent call last):",
+           '  File "/usr/lib/python3/site-packages/accelerate/accelerator.py", line 973, in no_sync',
+           "    with context():",
+           '  File "/usr/lib/python3/site-packages/deepspeed/runtime/engine.py", line 1995, in no_sync',
+           "    assert not self.zero_optimization_partition_gradients(), \\"]
+    assert diagnose(log)[0].category == "version_mismatch"
+
+
+def test_an_envoy_sidecar_in_a_hung_run_is_the_network_in_the_way():
+    log = ["Using distributed PyTorch with gloo backend",
+           "2022-07-19T18:01:59.173796Z\tdebug\tenvoy connection\t[C72] remote early close",
+           "2022-07-19T18:01:59.211667Z\tdebug\tenvoy upstream\tmembership update for TLS cluster "
+           "inbound|23456|| added 0 removed 1"]
+    found = diagnose_report(log, hung=True).findings
+    assert found[0].category == "port_in_use_or_firewall" and "Istio" in found[0].title
+
+
+@pytest.mark.parametrize("line", [
+    "[2025-12-27 19:36:45][trainer][WARNING] - Batch 50: All samples have no valid instances",
+    "WARNING: skipping batch 812: loss is NaN",
+])
+def test_a_skipped_batch_before_a_hang_points_at_the_rank_that_made_one_collective_fewer(line):
+    log = ["Epoch 0:  30%|###  | 50/164 [01:07<02:33, 1.35s/it, loss=133]", line]
+    assert diagnose_report(log, hung=True).findings[0].category == "nccl_timeout_or_desync"
+    assert diagnose_report(["Epoch 0: 100%|#####| 164/164", line]).findings == []  # not hung
