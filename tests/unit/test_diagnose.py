@@ -2118,3 +2118,20 @@ def test_a_skipped_batch_before_a_hang_points_at_the_rank_that_made_one_collecti
     log = ["Epoch 0:  30%|###  | 50/164 [01:07<02:33, 1.35s/it, loss=133]", line]
     assert diagnose_report(log, hung=True).findings[0].category == "nccl_timeout_or_desync"
     assert diagnose_report(["Epoch 0: 100%|#####| 164/164", line]).findings == []  # not hung
+
+
+CROSS_DEVICE = ("RuntimeError: Expected all tensors to be on the same device, but found at least "
+                "two devices, cuda:0 and cuda:1!")
+
+
+@pytest.mark.parametrize("command, category", [
+    # one process for eight GPUs: the model spread over them
+    (["export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7", "python src/train_sft.py \\"], "launcher_misuse"),
+    (["$ CUDA_VISIBLE_DEVICES=0,1 python3 train.py --bf16"], "launcher_misuse"),
+    # a launcher was used, or one GPU only: a device placed by hand in the script
+    (["export CUDA_VISIBLE_DEVICES=0,1", "torchrun --nproc_per_node 2 train.py"],
+     "duplicate_gpu_or_wrong_device"),
+    (["CUDA_VISIBLE_DEVICES=1 python train.py"], "duplicate_gpu_or_wrong_device"),
+])
+def test_cross_device_tensors_after_a_plain_python_start_on_several_gpus(command, category):
+    assert diagnose([*command, "Traceback (most recent call last):", CROSS_DEVICE])[0].category == category

@@ -77,7 +77,7 @@ def main():
         else:
             run_table(cfg, device)
     finally:
-        barrier(dist)
+        barrier()
         dist.destroy_process_group()
     # See demo_job.py: nothing may hold the process group when the interpreter exits.
     import gc
@@ -196,7 +196,7 @@ class Bench:
 
     def time(self, run, iters):
         """Seconds per op on this rank: CUDA events on a GPU, barrier-aligned wall clock on CPU."""
-        barrier(self.dist)
+        barrier()
         if self.cuda:
             torch = self.torch
             torch.cuda.synchronize()
@@ -284,7 +284,7 @@ def all_gather_object(obj):
     return gather(obj)
 
 
-def barrier(dist):
+def barrier():
     """One that names this rank's GPU on NCCL (ddpkit_objects.py, as above)."""
     from ddpkit_objects import barrier as named
 
@@ -331,7 +331,7 @@ def run_pairs(cfg, device):
     hosts = all_gather_object(os.uname()[1])
     for i in range(n):
         for j in range(i + 1, n):
-            barrier(dist)
+            barrier()
             sec = None
             if rank in (i, j):
                 peer, first = (j, True) if rank == i else (i, False)
