@@ -2120,6 +2120,15 @@ def test_a_skipped_batch_before_a_hang_points_at_the_rank_that_made_one_collecti
     assert diagnose_report(["Epoch 0: 100%|#####| 164/164", line]).findings == []  # not hung
 
 
+def test_fp16_overflow_skips_are_no_desync():
+    """apex/DeepSpeed skip a step on every rank at once after a gradient overflow."""
+    log = ["Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+           "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536"]
+    used = [e["signature"] for f in diagnose_report(log, hung=True).findings
+            for e in f.evidence.get("supporting", [])]
+    assert "hang-rank-skipped-a-batch" not in used
+
+
 CROSS_DEVICE = ("RuntimeError: Expected all tensors to be on the same device, but found at least "
                 "two devices, cuda:0 and cuda:1!")
 
@@ -2135,3 +2144,9 @@ CROSS_DEVICE = ("RuntimeError: Expected all tensors to be on the same device, bu
 ])
 def test_cross_device_tensors_after_a_plain_python_start_on_several_gpus(command, category):
     assert diagnose([*command, "Traceback (most recent call last):", CROSS_DEVICE])[0].category == category
+
+
+def test_an_envoy_sidecar_in_a_run_that_works_is_no_finding():
+    log = ["2022-07-19T18:01:59.211667Z\tdebug\tenvoy upstream\tmembership update for TLS cluster "
+           "inbound|23456|| added 1 removed 0", "epoch 1 loss 0.52", "epoch 2 loss 0.31"]
+    assert diagnose(log) == []
