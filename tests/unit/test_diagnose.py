@@ -2150,3 +2150,8 @@ def test_an_envoy_sidecar_in_a_run_that_works_is_no_finding():
     log = ["2022-07-19T18:01:59.211667Z\tdebug\tenvoy upstream\tmembership update for TLS cluster "
            "inbound|23456|| added 1 removed 0", "epoch 1 loss 0.52", "epoch 2 loss 0.31"]
     assert diagnose(log) == []
+
+
+def test_peer_mapping_exhausted_is_the_eight_peer_limit_not_a_broken_link():
+    top = diagnose(["RuntimeError: CUDA error: peer mapping resources exhausted"])[0]
+    assert top.id == "cuda-too-many-peers" and "8 peer" in top.title and "num_processes" in top.fix
