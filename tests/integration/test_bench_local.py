@@ -56,3 +56,16 @@ def test_bad_bench_flags():
         done = ddpkit("bench", *args)
         assert done.returncode == 2, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_one_rank_says_why_its_bus_bandwidth_is_zero():
+    """One GPU (or one process): busbw is 0 by nccl-tests' definition, which a user reads as a
+    broken link unless told; a --min-busbw check cannot pass and is refused before the run."""
+    done = ddpkit("bench", "--nproc-per-node", "1", "-b", "1K", "-e", "4K", "-f", "2", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "# Avg bus bandwidth    : 0" in done.stdout
+    assert "one rank: bus bandwidth is 0 by definition" in done.stderr
+    refused = ddpkit("bench", "--nproc-per-node", "1", "--min-busbw", "1", timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "--min-busbw needs two or more ranks" in refused.stderr
+    assert "--nproc-per-node 2" in refused.stderr and "# Avg bus bandwidth" not in refused.stdout

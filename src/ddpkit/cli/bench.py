@@ -185,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.root < prepared.plan.world_size:
         raise UsageError(_('-r {root}: the run has ranks 0 to {world_size}').format(root=args.root, world_size=prepared.plan.world_size - 1),
                          _('choose a root among them, e.g. -r 0'))
+    if args.min_busbw is not None and prepared.plan.world_size == 1:
+        raise UsageError(_("--min-busbw needs two or more ranks: one rank's bus bandwidth is 0 by definition (nccl-tests' factor 2(n-1)/n)"),
+                         _('run two or more: --nproc-per-node 2 on a machine with two GPUs, or -H node0,node1'))
     writer = TableWriter(cfg, sys.stderr if args.json else sys.stdout)
 
     def collect(host: str, rank: int | None, text: str) -> None:
@@ -224,6 +227,9 @@ def finish(args, cfg, writer, result, rank_host) -> int:
               "avg_busbw_by_op": {op: avg_busbw([r for r in writer.rows if r["op"] == op])
                                   for op in dict.fromkeys(r["op"] for r in writer.rows)}}
     code = ExitCode.OK
+    if report["world_size"] == 1:
+        # seen on a one-GPU machine: a column of zeros reads as a broken link, it is arithmetic
+        err(_("ddpkit bench: one rank: bus bandwidth is 0 by definition (nccl-tests' factor 2(n-1)/n); algbw is the one rank's own speed, and links are measured with two or more ranks"))
     if args.pairs:
         report["pairs"], code = show_pairs(writer.pairs, rank_host, args.json)
     if args.json_file:
