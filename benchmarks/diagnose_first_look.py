@@ -11,26 +11,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ddpkit.troubleshoot.diagnose.matcher import diagnose_report  # noqa: E402
-from tests.diagnose_corpus import body, header  # noqa: E402
+from benchmarks.diagnose_eval import answer  # noqa: E402
+from tests.diagnose_corpus import load_folder  # noqa: E402
 
 
 def main(folder: str) -> int:
-    paths = sorted(Path(folder).glob("*.log"))
-    if not paths:
+    cases = load_folder(Path(folder), "first-look")
+    if not cases:
         print(f"diagnose_first_look: no *.log in {folder}", file=sys.stderr)
         return 2
     top1 = top3 = 0
-    for path in paths:
-        text = path.read_text()
-        want = header(text, "category") or "none"
-        report = diagnose_report(body(text).splitlines(), hung=header(text, "hung") == "yes")
-        got = [f.category for f in report.findings if f.category != "unknown"] or ["none"]
-        top1 += got[0] == want
-        top3 += want in got[:3]
-        mark = "ok  " if got[0] == want else "miss"
-        print(f"{mark} {path.name[:70]:70s} want {want:30s} got {', '.join(got[:3])}")
-    print(f"{folder}: top-1 {top1}/{len(paths)}, top-3 {top3}/{len(paths)}")
+    for case in cases:
+        # a healthy log is right with no cause: `unknown` with its lines is no cause
+        got = [c for c in answer(case)[1] if c != "unknown"] or ["none"]
+        top1 += got[0] == case.category
+        top3 += case.category in got[:3]
+        mark = "ok  " if got[0] == case.category else "miss"
+        print(f"{mark} {case.path.name[:70]:70s} want {case.category:30s} got {', '.join(got[:3])}")
+    print(f"{folder}: top-1 {top1}/{len(cases)}, top-3 {top3}/{len(cases)}")
     return 0
 
 

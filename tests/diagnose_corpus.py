@@ -251,19 +251,23 @@ def body(text: str) -> str:
                      if not any(ln.startswith(f"# {k}: ") for k in HEADER_KEYS))
 
 
-def load_corpus() -> list[LogCase]:
+def load_folder(directory: Path, split: str) -> list[LogCase]:
+    """The logs of one folder, each with the category, source and hang its header gives."""
     cases = []
-    folders = dict(SPLITS, **{d.name: d.name for d in sorted(DIAG.glob("unseen*"))})
-    for folder, split in folders.items():
-        for path in sorted((DIAG / folder).glob("*.log")):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            category = header(text, "category") or "none"
-            if "success" in path.name or split == "healthy":
-                category = "none"
-            cases.append(LogCase(path, "healthy" if category == "none" else split, category,
-                                 header(text, "source") or header(text, "made"), body(text),
-                                 header(text, "hung") == "yes"))
+    for path in sorted(directory.glob("*.log")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        category = header(text, "category") or "none"
+        if "success" in path.name or split == "healthy":
+            category = "none"
+        cases.append(LogCase(path, "healthy" if category == "none" else split, category,
+                             header(text, "source") or header(text, "made"), body(text),
+                             header(text, "hung") == "yes"))
     return cases
+
+
+def load_corpus() -> list[LogCase]:
+    folders = dict(SPLITS, **{d.name: d.name for d in sorted(DIAG.glob("unseen*"))})
+    return [case for folder, split in folders.items() for case in load_folder(DIAG / folder, split)]
 
 
 # The message catalogue (tests/fixtures/diagnose/messages/*.toml): the failure messages of
