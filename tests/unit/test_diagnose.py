@@ -2155,3 +2155,42 @@ def test_an_envoy_sidecar_in_a_run_that_works_is_no_finding():
 def test_peer_mapping_exhausted_is_the_eight_peer_limit_not_a_broken_link():
     top = diagnose(["RuntimeError: CUDA error: peer mapping resources exhausted"])[0]
     assert top.id == "cuda-too-many-peers" and "8 peer" in top.title and "num_processes" in top.fix
+
+
+@pytest.mark.parametrize("platform_line", [
+    '  File "C:\\Users\\frank\\anaconda3\\envs\\db\\lib\\site-packages\\pytorch_lightning\\trainer\\trainer.py", line 740, in fit',
+    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 27316) of binary: C:\\anaconda\\envs\\clip\\python.exe",
+    '  File "/opt/homebrew/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1268, in _new_process_group_helper',
+])
+def test_nccl_asked_for_on_windows_or_macos_is_the_backend_choice_not_the_wheel(platform_line):
+    log = ["Traceback (most recent call last):", platform_line,
+           "RuntimeError: Distributed package doesn't have NCCL built in"]
+    top = diagnose(log)[0]
+    assert top.category == "ddp_usage_error" and "gloo" in top.fix
+    # on Linux the same line is a CPU-only (or NCCL-less) wheel
+    linux = diagnose(['  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", '
+                      'line 1268, in _new_process_group_helper', log[-1]])
+    assert linux[0].category == "version_mismatch"
+
+
+@pytest.mark.parametrize("line, category", [
+    # ZeRO-3 / FSDP on a torch whose NCCL group lacks the flat collectives
+    ("RuntimeError: ProcessGroup nccl does not support _reduce_scatter_base", "version_mismatch"),
+    ("RuntimeError: Backend nccl does not support allgather_into_tensor_coalesced", "version_mismatch"),
+    # the same call on Gloo: the backend, not the release
+    ("RuntimeError: Backend gloo does not support _reduce_scatter_base", "ddp_usage_error"),
+])
+def test_the_base_class_refusal_names_the_backend(line, category):
+    assert diagnose(["Traceback (most recent call last):", line])[0].category == category
+
+
+@pytest.mark.parametrize("line", [
+    # HyperPyYAML (SpeechBrain) and OmegaConf read the command line as config overrides
+    "KeyError: \"Override 'local-rank' not found in: ['seed', '__set_seed', 'debug', 'output_folder']\"",
+    "omegaconf.errors.ConfigAttributeError: Key 'local_rank' is not in struct",
+])
+def test_a_config_system_rejecting_the_launchers_local_rank_is_the_launcher(line):
+    log = ["FutureWarning: The module torch.distributed.launch is deprecated", "Traceback (most recent call last):",
+           '  File "train.py", line 378, in <module>', line]
+    top = diagnose(log)[0]
+    assert top.category == "launcher_misuse" and "torchrun" in top.fix
