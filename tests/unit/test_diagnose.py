@@ -2194,3 +2194,32 @@ def test_a_config_system_rejecting_the_launchers_local_rank_is_the_launcher(line
            '  File "train.py", line 378, in <module>', line]
     top = diagnose(log)[0]
     assert top.category == "launcher_misuse" and "torchrun" in top.fix
+
+
+def test_a_traceback_cut_off_in_set_device_names_the_device():
+    log = ["Traceback (most recent call last):",
+           '  File "/opt/app/train.py", line 358, in main',
+           "    colossalai.launch_from_torch(config={})",
+           '  File "/opt/conda/lib/python3.10/site-packages/colossalai/context/parallel_context.py", line 519, in set_device',
+           "    torch.cuda.set_device(device_ordinal)"]
+    top = diagnose(log)[0]
+    assert top.category == "duplicate_gpu_or_wrong_device" and top.evidence["line"] == 4
+    assert "LOCAL_RANK" in top.fix
+    # the same frame with its error after it is not cut: the error line decides
+    assert diagnose([*log, "RuntimeError: CUDA error: out of memory"])[0].category == "oom_cuda_error"
+
+
+HUNG_AFTER_STEPS = [
+    "      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+    "      1/200      23G      1.663     0.9309   0.003412         40       1600: 95% 41/43 2.7it/s 15.5s<0.7s"]
+
+
+def test_a_run_that_trained_before_it_hung_is_no_broken_transport():
+    """Steps completed over the same GPUs and links: the first guesses are the ranks' code paths
+    (a collective one rank skipped, DDP waiting for an unused parameter), not P2P or the NIC."""
+    found = [f.category for f in diagnose_report(HUNG_AFTER_STEPS, hung=True).findings]
+    assert found[:2] == ["nccl_timeout_or_desync", "ddp_usage_error"], found
+    # hung before any step: the transport stays the first guess, DDP's reducer is no candidate
+    cold = [f.category for f in diagnose_report(["NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"],
+                                                hung=True).findings]
+    assert cold[0] == "p2p_acs_iommu" and "ddp_usage_error" not in cold
