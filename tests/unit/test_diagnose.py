@@ -2223,3 +2223,41 @@ def test_a_run_that_trained_before_it_hung_is_no_broken_transport():
     cold = [f.category for f in diagnose_report(["NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"],
                                                 hung=True).findings]
     assert cold[0] == "p2p_acs_iommu" and "ddp_usage_error" not in cold
+
+
+@pytest.mark.parametrize("command", [
+    "CUDA_VISIBLE_DEVICES='0,1' python main.py --config cfg.yaml --nproc_per_node 8 --backend nccl",
+    "CUDA_VISIBLE_DEVICES=3 torchrun --nproc-per-node=2 train.py",
+    'CUDA_VISIBLE_DEVICES="0,1,2,3" torchrun --nnodes 1 --nproc_per_node 16 train.py',
+])
+def test_more_processes_than_the_command_shows_gpus_is_the_device(command):
+    log = [command, "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:32, unhandled cuda error, NCCL version 2.4.8"]
+    top = diagnose(log)[0]
+    assert top.category == "duplicate_gpu_or_wrong_device" and "--nproc-per-node" in top.fix
+
+
+@pytest.mark.parametrize("command", [
+    "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node 2 train.py",  # as many as shown
+    "CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc_per_node=4 train.py",
+])
+def test_as_many_processes_as_gpus_is_no_device_finding(command):
+    ids = [f.id for f in diagnose([command, "RuntimeError: NCCL error: unhandled cuda error"])]
+    assert "nproc-exceeds-visible-gpus" not in ids
+    assert diagnose([command, "epoch 1 loss 0.52"]) == []
+
+
+@pytest.mark.parametrize("log", [
+    ['    raise RuntimeError(f"NCCL error: {error_str}")',
+     "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"],
+    ["2025-08-14 12:08:39 - verifiers.inference.vllm_client - INFO - Initializing PyNcclCommunicator on device 0, rank 1, world_size 2",
+     "INFO 08-14 12:08:39 [pynccl.py:70] vLLM is using nccl==2.26.2",
+     "ERROR 08-14 12:08:39 [core.py:654] Invocation of collective_rpc method failed"],
+])
+def test_a_pynccl_weight_sync_that_fails_to_start_is_p2p(log):
+    top = diagnose(log)[0]
+    assert top.category == "p2p_acs_iommu" and "NCCL_P2P_DISABLE=1" in top.fix
+
+
+def test_vllm_announcing_its_nccl_in_a_run_that_works_is_no_finding():
+    assert diagnose(["INFO 07-23 20:47:08 pynccl.py:69] vLLM is using nccl==2.21.5",
+                     "INFO 07-23 20:47:10 custom_all_reduce.py:111] Custom allreduce is disabled"]) == []
