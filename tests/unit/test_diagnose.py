@@ -2261,3 +2261,32 @@ def test_a_pynccl_weight_sync_that_fails_to_start_is_p2p(log):
 def test_vllm_announcing_its_nccl_in_a_run_that_works_is_no_finding():
     assert diagnose(["INFO 07-23 20:47:08 pynccl.py:69] vLLM is using nccl==2.21.5",
                      "INFO 07-23 20:47:10 custom_all_reduce.py:111] Custom allreduce is disabled"]) == []
+
+
+def test_one_wrapped_line_in_a_short_log_or_a_traceback_is_joined():
+    """A forum wraps the one long error line of a short excerpt, or the watchdog's line after a
+    traceback whose long frame lines are followed by their code: still read as one line."""
+    from ddpkit.troubleshoot.diagnose.lines import rewrap
+    short = ["ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
+             "or device error. Last error: Error while creating shared memory segment",
+             "/dev/shm/nccl-kcXbUT (size 9637888)", "exitcode: 1"]
+    joined = rewrap("\n".join(short)).split("\n")
+    assert joined[0].endswith("(size 9637888)") and joined[1:] == ["", "", "exitcode: 1"]
+    assert diagnose(short)[0].category == "shared_memory_docker"
+    frame = '  File "/home/azureuser/trainer/scripts/training_test.py", line {}, in main'
+    tb = ["Traceback (most recent call last):",
+          frame.format(172), "    main(args)", frame.format(167), "    train(args.config)",
+          frame.format(148), "    trainer.train_pipeline()",
+          "[E ProcessGroupNCCL.cpp:587] [Rank 2] Watchdog caught collective operation",
+          "timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802157",
+          "milliseconds before timing out."]
+    assert "ran for 1802157 milliseconds" in rewrap("\n".join(tb)).split("\n")[7]
+    assert diagnose(tb)[0].category == "nccl_timeout_or_desync"
+
+
+def test_a_logging_level_line_is_never_the_rest_of_a_long_line():
+    log = ["FileNotFoundError: [Errno 2] No such file or directory: 'E:/samsung/datasets/imagenetval/"
+           "val5000/val_fullfilenames.pickle'",
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 6067)"]
+    from ddpkit.troubleshoot.diagnose.lines import rewrap
+    assert rewrap("\n".join(log)) == "\n".join(log)

@@ -125,13 +125,20 @@ COMPLETE = re.compile(r'\s*File "[^"]*", line \d+|(.)\1{9}')
 # The start of a record NEW_RECORD does not name: NCCL's own error names ("ncclInvalidUsage:"),
 # a line of NCCL's (behind any prefix).
 OWN_LINE = re.compile(r"nccl[A-Z]\w*:|[\w.]*(?:Error|Exception|Warning|Usage|Failure)\b"
-                      r"|.{0,80}\bNCCL (?:INFO|WARN|TRACE)\b")
+                      r"|.{0,80}\bNCCL (?:INFO|WARN|TRACE)\b"
+                      # Python logging's level first ("ERROR:torch.distributed...")
+                      r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 
 
 def _own_line(row: str) -> bool:
     """The row starts a line of its own: a record, a prefix a launcher put on every line."""
     return bool(NEW_RECORD.match(row) or ROW_RECORD.match(row) or OWN_LINE.match(row)
                 or COMPLETE.match(row) or any(rx.match(row) for rx in _prefixes_for(row)))
+
+
+# Words aligned in columns (three blanks or more between two of them): a table's row, which a
+# forum's wrapping never makes.
+COLUMNS = re.compile(r"\S {3,}\S")
 
 
 def rewrap(text: str) -> str:
@@ -153,14 +160,23 @@ def rewrap(text: str) -> str:
         row, nxt = rows[i], rows[i + 1]
         if not row or not nxt or row[-1].isspace() or nxt[0].isspace() or nxt[0] in "|+#":
             return False
+        if COLUMNS.search(row) or COLUMNS.search(nxt):  # a table's rows, aligned in columns
+            return False
         if nxt[:3] == row[:3] or COMPLETE.match(row) or _own_line(nxt):
             return False
         first = nxt.split(None, 1)[0]
         return len(row) + 1 + len(first) > longest
 
-    near = [i for i in range(len(rows) - 1) if len(rows[i]) >= longest - 20]
+    def could(i: int) -> bool:  # the next row could be the rest of this one
+        nxt = rows[i + 1]
+        return (bool(nxt) and not nxt[0].isspace() and nxt[0] not in "|+#"
+                and not _own_line(nxt) and not COLUMNS.search(rows[i]) and not COLUMNS.search(nxt))
+
+    # (rows followed by an indented code line, a frame or a record of their own say nothing
+    # either way: a traceback's long frame lines are followed by their code lines)
+    near = [i for i in range(len(rows) - 1) if len(rows[i]) >= longest - 20 and could(i)]
     at = [i for i in near if breaks(i)]
-    if len(at) < 2 or len(at) * 5 < len(near) * 3:
+    if not at or (len(at) < 2 and len(near) > 1) or len(at) * 5 < len(near) * 3:
         return text
     # (any row that breaks: one before a long word may be short; with a space: the longest row
     # is W long, cut or wrapped alike)
