@@ -2290,3 +2290,16 @@ def test_a_logging_level_line_is_never_the_rest_of_a_long_line():
            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 6067)"]
     from ddpkit.troubleshoot.diagnose.lines import rewrap
     assert rewrap("\n".join(log)) == "\n".join(log)
+
+
+def test_address_in_use_offers_the_jobs_own_second_copy_second():
+    """Most often another job holds the port; a launch that started two rank-0 stores (the
+    same node rank twice, a script that spawns under torchrun) is the second reading."""
+    cats = [f.category for f in diagnose(["RuntimeError: Address already in use"])]
+    assert cats[:2] == ["port_in_use_or_firewall", "launcher_misuse"]
+
+
+def test_nccl_not_built_in_without_the_platform_offers_both_readings():
+    cats = [f.category for f in diagnose(
+        ["raise RuntimeError(\"Distributed package doesn't have NCCL \" \"built in\")"])]
+    assert cats[:2] == ["version_mismatch", "ddp_usage_error"]
