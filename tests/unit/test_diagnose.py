@@ -2303,3 +2303,26 @@ def test_nccl_not_built_in_without_the_platform_offers_both_readings():
     cats = [f.category for f in diagnose(
         ["raise RuntimeError(\"Distributed package doesn't have NCCL \" \"built in\")"])]
     assert cats[:2] == ["version_mismatch", "ddp_usage_error"]
+
+
+@pytest.mark.parametrize("log, first, second", [
+    (["ncclInternalError: Internal check failed.",
+      "NCCL error: internal error - please report this issue to the NCCL developers"],
+     "nccl_interface_selection", "version_mismatch"),
+    (["ValueError: You can't train a model that has been loaded with `device_map='auto'` in any "
+      "distributed mode. Please rerun your script specifying `--num_processes=1`"],
+     "ddp_usage_error", "launcher_misuse"),
+    (["RuntimeError: CUDA error: peer mapping resources exhausted"], "p2p_acs_iommu", "launcher_misuse"),
+    (["A process or daemon was unable to complete a TCP connection", "to another process:"],
+     "port_in_use_or_firewall", "nccl_interface_selection"),
+])
+def test_an_error_with_two_usual_causes_names_both(log, first, second):
+    cats = [f.category for f in diagnose(log)]
+    assert cats[:2] == [first, second], cats
+
+
+def test_not_enough_slots_under_horovodrun_is_its_host_syntax():
+    slots = ["There are not enough slots available in the system to satisfy the 2 slots",
+             "that were requested by the application:"]
+    assert diagnose(["$ horovodrun -np 2 -H localhost python train.py", *slots])[0].category == "horovod_specific"
+    assert diagnose(["$ mpirun -np 2 python train.py", *slots])[0].category == "launcher_misuse"
