@@ -2326,3 +2326,11 @@ def test_not_enough_slots_under_horovodrun_is_its_host_syntax():
              "that were requested by the application:"]
     assert diagnose(["$ horovodrun -np 2 -H localhost python train.py", *slots])[0].category == "horovod_specific"
     assert diagnose(["$ mpirun -np 2 python train.py", *slots])[0].category == "launcher_misuse"
+
+
+def test_a_store_that_could_not_listen_without_its_errno_is_still_the_port():
+    log = ["The server socket has failed to listen on any local network address",
+           "The server socket has failed to bind to [::]:19936"]
+    cats = [f.category for f in diagnose(log)]
+    assert cats[:2] == ["port_in_use_or_firewall", "launcher_misuse"], cats
+    assert diagnose(log)[0].evidence["line"] == 1

@@ -145,32 +145,28 @@ def rewrap(text: str) -> str:
     """A chunk whose long lines a forum, an e-mail or a text widget word-wrapped at a width W:
     a row was broken only where the next word would not fit (its length, a space and the next
     row's first word exceed W). Such a row is joined to the rows (10 at most) that continue it,
-    with a space, the continuation rows left blank (every line keeps its number). Taken for
-    wrapped only when two rows or more within 20 characters of W break that way, and most such
-    rows do: in a log nobody wrapped, the longest lines are mostly followed by lines of their
-    own. A row never continues one when it starts with a blank, a border, a line of its own
-    (_own_line: a record, a launcher's prefix, an NCCL line) or as the row before it does; a
-    frame line or a separator is never continued."""
+    with a space, the continuation rows left blank (every line keeps its number). Of the rows
+    within 20 characters of W whose next row could continue them (could()), most must break
+    that way, and two or more unless there is only the one: in a log nobody wrapped, the
+    longest lines are mostly followed by lines of their own. A row never continues one when it
+    starts with a blank, a border, a line of its own (_own_line: a record, a launcher's prefix,
+    an NCCL line, a logging level) or as the row before it does, nor when either is a table's
+    row; a frame line or a separator is never continued."""
     rows = text.split("\n")
     longest = max(map(len, rows))
     if not 60 <= longest <= 400:
         return text
 
-    def breaks(i: int) -> bool:
-        row, nxt = rows[i], rows[i + 1]
-        if not row or not nxt or row[-1].isspace() or nxt[0].isspace() or nxt[0] in "|+#":
-            return False
-        if COLUMNS.search(row) or COLUMNS.search(nxt):  # a table's rows, aligned in columns
-            return False
-        if nxt[:3] == row[:3] or COMPLETE.match(row) or _own_line(nxt):
-            return False
-        first = nxt.split(None, 1)[0]
-        return len(row) + 1 + len(first) > longest
-
     def could(i: int) -> bool:  # the next row could be the rest of this one
-        nxt = rows[i + 1]
-        return (bool(nxt) and not nxt[0].isspace() and nxt[0] not in "|+#"
-                and not _own_line(nxt) and not COLUMNS.search(rows[i]) and not COLUMNS.search(nxt))
+        row, nxt = rows[i], rows[i + 1]
+        return (bool(row) and bool(nxt) and not nxt[0].isspace() and nxt[0] not in "|+#"
+                and not _own_line(nxt) and not COLUMNS.search(row) and not COLUMNS.search(nxt))
+
+    def breaks(i: int) -> bool:  # ... and is: the next row's first word did not fit on it
+        row, nxt = rows[i], rows[i + 1]
+        if not could(i) or row[-1].isspace() or nxt[:3] == row[:3] or COMPLETE.match(row):
+            return False
+        return len(row) + 1 + len(nxt.split(None, 1)[0]) > longest
 
     # (rows followed by an indented code line, a frame or a record of their own say nothing
     # either way: a traceback's long frame lines are followed by their code lines)
