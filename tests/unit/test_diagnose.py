@@ -2334,3 +2334,41 @@ def test_a_store_that_could_not_listen_without_its_errno_is_still_the_port():
     cats = [f.category for f in diagnose(log)]
     assert cats[:2] == ["port_in_use_or_firewall", "launcher_misuse"], cats
     assert diagnose(log)[0].evidence["line"] == 1
+
+
+def test_nccl_tests_listing_rank_0_on_two_hosts_ran_separate_tests():
+    """Built without MPI=1, every process mpirun starts is rank 0 of its own test: the header
+    says so even with no mpirun line and no summary in the excerpt."""
+    apart = ["#   Rank  0 on ip-172-31-6-103 device  0 [0x00] Tesla M60",
+             "#   Rank  0 on ip-172-31-12-213 device  0 [0x00] Tesla M60"]
+    assert diagnose(apart)[0].category == "launcher_misuse"
+    joined = ["#  Rank  0 Group  0 Pid  27998 on node-a device  0 [0x1b] NVIDIA A100-SXM4-80GB",
+              "#  Rank  1 Group  0 Pid  27999 on node-b device  0 [0x1b] NVIDIA A100-SXM4-80GB"]
+    assert diagnose(joined) == []
+    # one host listed twice is one test's rank 0, not two tests
+    assert diagnose(apart[:1] * 2) == []
+
+
+@pytest.mark.parametrize("error, category", [
+    ("RuntimeError: Trying to backward through the graph a second time (or directly access "
+     "saved tensors after they have already been freed).", "ddp_usage_error"),
+    ("ValueError: Attempting to unscale FP16 gradients.", "ddp_usage_error"),
+    ("RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype to "
+     "float16.", "version_mismatch"),
+    ("RuntimeError: Optimizer state has not been consolidated on this rank. Please call "
+     "`consolidate_state_dict(to=0)` on all ranks beforehand if you meant to save the global "
+     "state.", "ddp_usage_error"),
+])
+def test_torch_refusing_how_the_training_step_uses_it_is_no_plain_script_error(error, category):
+    """torch's checks of the step (autograd, GradScaler, bf16, sharded optimizers) name the
+    usage, not a plain error of the user's script, even when the user's line raised it."""
+    log = ["[rank1]: Traceback (most recent call last):",
+           '[rank1]:   File "/work/train.py", line 88, in <module>',
+           "[rank1]:     scaler.step(optimizer)", f"[rank1]: {error}"]
+    assert diagnose(log)[0].category == category
+
+
+def test_thc_reports_out_of_memory_before_the_exception():
+    log = ["THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : "
+           "out of memory"]
+    assert diagnose(log)[0].category == "oom_cuda_error"
