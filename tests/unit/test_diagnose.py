@@ -2372,3 +2372,66 @@ def test_thc_reports_out_of_memory_before_the_exception():
     log = ["THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : "
            "out of memory"]
     assert diagnose(log)[0].category == "oom_cuda_error"
+
+
+def test_set_epoch_on_a_plain_sampler_is_data_not_split_across_ranks():
+    """Only DistributedSampler has set_epoch: the AttributeError shows a single-process loader
+    under DDP, which is the usage, not a plain bug of the script."""
+    log = ['  File "/work/run_downstream.py", line 212, in train',
+           "    self.sampler.set_epoch(epoch)",
+           "AttributeError: 'RandomSampler' object has no attribute 'set_epoch'"]
+    assert diagnose(log)[0].category == "ddp_usage_error"
+    # any other missing attribute stays the script's own error
+    other = [*log[:2], "AttributeError: 'Trainer' object has no attribute 'set_epoch'"]
+    assert diagnose(other)[0].category == "script_error"
+
+
+def test_cudnn_finding_no_engine_is_the_library_or_gpu_it_runs_on():
+    log = ['  File "/work/s2_train.py", line 375, in train_and_evaluate',
+           "    scaler.scale(loss_disc_all).backward()",
+           "RuntimeError: GET was unable to find an engine to execute this computation"]
+    top = diagnose(log)[0]
+    assert top.category == "version_mismatch"
+    assert "LD_LIBRARY_PATH" in top.fix
+
+
+@pytest.mark.parametrize("line, category", [
+    # counts of the launch against the configuration, in words other than the catalogue's
+    ("AssertionError: Total batch size (32) must be divisible by the number of gpus (6).", "launcher_misuse"),
+    ("ValueError: the dataset length is less than the number of participating ranks.", "launcher_misuse"),
+    ("RuntimeError: WORLD_SIZE must be set if --multiprocessing_distributed == true", "launcher_misuse"),
+    # a companion library built for another torch or CUDA
+    ("ImportError: torchaudio was built with CUDA 11.7", "version_mismatch"),
+    ("AssertionError: MMCV==1.7.2 is used but incompatible. Please install mmcv>=2.0.0rc4, <2.2.0.",
+     "version_mismatch"),
+    ("ModuleNotFoundError: No module named 'horovod.torch'", "horovod_specific"),
+    ("Failed to bind to 0.0.0.0:30050: Address already in use", "port_in_use_or_firewall"),
+    ("ValueError: Mixed precision is not supported when using gradient checkpointing in distributed "
+     "training.", "ddp_usage_error"),
+])
+def test_what_training_codebases_check_before_they_start_names_its_cause(line, category):
+    """Recipes outside torch (speech, graphs, detection, diffusion) check the launch, the
+    versions and the configuration themselves; each check names its cause in any project's words."""
+    log = ["Traceback (most recent call last):", '  File "/work/train.py", line 40, in <module>',
+           "    main()", line]
+    assert diagnose(log)[0].category == category
+
+
+def test_ssh_exit_255_with_the_remote_command_quoted_inside():
+    line = ("Called process error Command 'ssh -o StrictHostKeyChecking=no -p 22 10.0.0.6 "
+            "'cd /work; (export DGL_ROLE=server; python3 train_dist.py)'' returned non-zero exit "
+            "status 255.")
+    assert diagnose([line])[0].category == "ssh_failure"
+
+
+@pytest.mark.parametrize("error", [
+    "TypeError: init_distributed() got an unexpected keyword argument 'zero_level'",
+    "TypeError: DistributedDataParallel.__init__() got an unexpected keyword argument 'init_sync'",
+])
+def test_a_set_up_call_rejecting_an_argument_is_the_library_release(error):
+    log = ["Traceback (most recent call last):", '  File "/work/sft.py", line 163, in initialize',
+           "    bmt.init_distributed(seed=args.seed, zero_level=3)", error]
+    assert diagnose(log)[0].category == "version_mismatch"
+    # the script's own function rejecting an argument is no release of anything
+    own = [*log[:3], "TypeError: train_one_epoch() got an unexpected keyword argument 'scaler'"]
+    assert "version_mismatch" not in [f.category for f in diagnose(own)]
