@@ -2435,3 +2435,37 @@ def test_a_set_up_call_rejecting_an_argument_is_the_library_release(error):
     # the script's own function rejecting an argument is no release of anything
     own = [*log[:3], "TypeError: train_one_epoch() got an unexpected keyword argument 'scaler'"]
     assert "version_mismatch" not in [f.category for f in diagnose(own)]
+
+
+def test_ascend_hccl_parameter_check_beats_the_watchdog_that_follows():
+    """CANN's HCCL names the ranks out of step before torch_npu's watchdog reports the timeout."""
+    log = ["[rank1]:EI0005: 2025-04-24-06:32:27.781.599 The arguments for collective communication are "
+           "inconsistent between ranks:parameter count, local end 4096, remote end 2048",
+           "[rank0]:[E ProcessGroupHCCL.cpp:806] Some HCCL operations have failed or timed out. Due to the "
+           "asynchronous nature of ASCEND kernels, subsequent NPU operations might run on corrupted data."]
+    cats = [f.category for f in diagnose(log)]
+    assert cats[0] == "nccl_timeout_or_desync"
+    assert diagnose(log)[0].evidence["line"] == 1
+
+
+@pytest.mark.parametrize("line, category", [
+    ("[ERROR] HCCL(2201,python3):2025-10-28-16:34:59.634.432 [sal.cc:501] [2201][InitGroupStage][EnvConfig]"
+     "set ifname to [eth9] by HCCL_SOCKET_IFNAME, but no such interface", "nccl_interface_selection"),
+    ("RuntimeError: NPU out of memory. Tried to allocate 1.50 GiB (NPU 0; 29.50 GiB total capacity)",
+     "oom_cuda_error"),
+    ("src/host/transport/transport.cpp:nvshmemi_transport_init:282: init failed for transport: IBGDA",
+     "nccl_interface_selection"),
+    ("src/host/mem/mem_heap.cpp:allocate_symmetric_memory:2266: nvshmem malloc failed (hint: check if total "
+     "allocation has exceeded NVSHMEM symmetric size)", "oom_cuda_error"),
+    ("2025:06:12-10:15:30:(811) |CCL_ERROR| internal_kvs.cpp:325 fill_local_host_ip: can't find interface "
+     "ib0 to get host IP", "nccl_interface_selection"),
+    ("RuntimeError: $PJRT_DEVICE is not set.", "launcher_misuse"),
+])
+def test_other_accelerators_and_comm_stacks_read_by_analogy(line, category):
+    assert diagnose([line])[0].category == category
+
+
+def test_an_hccl_error_raised_in_the_script_is_no_plain_script_error():
+    log = ["Traceback (most recent call last):", '  File "/work/train.py", line 30, in <module>',
+           "    dist.all_reduce(t)", "RuntimeError: HCCL function error: HcclAllReduce, error code is 9"]
+    assert "script_error" not in [f.category for f in diagnose(log)]
