@@ -2469,3 +2469,43 @@ def test_an_hccl_error_raised_in_the_script_is_no_plain_script_error():
     log = ["Traceback (most recent call last):", '  File "/work/train.py", line 30, in <module>',
            "    dist.all_reduce(t)", "RuntimeError: HCCL function error: HcclAllReduce, error code is 9"]
     assert "script_error" not in [f.category for f in diagnose(log)]
+
+
+@pytest.mark.parametrize("line", [
+    "UserWarning: fused AdamW requires torch version >= 2.1; falling back to the foreach implementation",
+    "WARNING: Gradient checkpointing is not supported in distributed training, disabling it",
+    "UserWarning: FSDP is not applicable for single-GPU training. Reverting to DDP.",
+])
+def test_a_recipe_that_warns_and_goes_on_is_no_finding(line):
+    """The recipes' refusals count when raised; the same words in a warning that falls back to
+    another path are printed by runs that go on."""
+    assert [f for f in diagnose([line]) if f.category != "unknown"] == []
+
+
+@pytest.mark.parametrize("line, category", [
+    # Megatron-style parallel degrees against the world, in words other than the catalogue's
+    ("AssertionError: The nums of GPUs must be divisible by the pipeline parallel size 4 * tensor parallel "
+     "size 2", "launcher_misuse"),
+    ("RuntimeError: World size mismatch. Expected 32, but got 24", "launcher_misuse"),
+    # a framework's own hang detector, a scheduler that cannot place the job, a PBS remote start outside it
+    ("F1203 10:20:03.551020  3977 manager.cc:405] [RANK 7] Operator is hang, log stack", "nccl_timeout_or_desync"),
+    ("comment = Can Never Run: Insufficient amount of resource: ngpus (R: 16 A: 8 T: 8)", "launcher_misuse"),
+    ('pbs_tmrsh: host "gpu-node-03" is not a node in job <812.pbs01>', "launcher_misuse"),
+    ("RuntimeError: status: Internal, message: \"lighthouse quorum failed after 5 retries.\"",
+     "rendezvous_master_unreachable"),
+])
+def test_job_systems_and_their_frameworks_name_the_cause(line, category):
+    assert diagnose([line])[0].category == category
+
+
+def test_lines_that_say_info_or_set_a_timeout_satisfy_no_failure():
+    """A rule that needs a failure beside it (NCCL bound to loopback) takes no INFO line with the
+    word timeout, nor a setting such as `with timeout 1800 secs`, for one."""
+    loopback = "node01:1297856:1297856 [0] NCCL INFO Bootstrap : Using [0]lo:127.0.0.1<0>"
+    for beside in ("[INFO] [torchft::lighthouse] - Quorum status: Valid quorum with 3 participants, "
+                   "waiting for 1 healthy but not participating stragglers due to join timeout",
+                   "I1205 08:40:55.123 ProcessGroupUCC.cpp:597] Created ProcessGroupUCC with 8 ranks, "
+                   "with timeout 1800 secs"):
+        assert [f for f in diagnose([loopback, beside]) if f.category != "unknown"] == []
+    failed = "RuntimeError: [1] is setting up NCCL communicator and connect() timed out"
+    assert "nccl_interface_selection" in [f.category for f in diagnose([loopback, failed])]

@@ -24,7 +24,9 @@ DISTRIBUTED = re.compile(
     r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
     r"local_rank|world[_ ]size|parallel size|master_addr|master_port|init_process_group|\bdevice|"
     # the collective libraries of other accelerators (Ascend's HCCL, Intel's oneCCL, Gaudi's bridge), torch RPC
-    r"hccl|\bccl\b|oneccl|\bcomm init\b|\brpc\b")
+    r"hccl|\bccl\b|oneccl|\bcomm init\b|\brpc\b|"
+    # a framework's hang detector raising (FlagScale's HangError), fault tolerance's quorum (torchft)
+    r"\bhang(?:s|ing|ed)?\b|\bquorum\b|lighthouse|should_commit")
 # The interpreter's own messages when what it was told to run is not there (no traceback, exit
 # code 2): (a substring every such line holds, its regex, the exception it stands for).
 MISSING_TARGET = (
