@@ -2509,3 +2509,33 @@ def test_lines_that_say_info_or_set_a_timeout_satisfy_no_failure():
         assert [f for f in diagnose([loopback, beside]) if f.category != "unknown"] == []
     failed = "RuntimeError: [1] is setting up NCCL communicator and connect() timed out"
     assert "nccl_interface_selection" in [f.category for f in diagnose([loopback, failed])]
+
+
+@pytest.mark.parametrize("line, category", [
+    # kernel libraries' floors and builds, in releases and numbers other than the catalogue's
+    ("AssertionError: Device compute capability 9.0 or higher required for FP8 execution.", "version_mismatch"),
+    ("RuntimeError: /workspace/te/common/ep/ep_backend.cpp:150 in function initialize: Assertion failed: "
+     "nccl_version >= kMinNcclVersion. NCCL EP requires NCCL >= 2.31.0, found 2.26.2 at runtime.",
+     "version_mismatch"),
+    ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs: "
+     "`cutlassF` is not supported because: xFormers wasn't build with CUDA support; operator wasn't built - "
+     "see `python -m xformers.info` for more info", "version_mismatch"),
+    ("RuntimeError: cuDNN Error: [cudnn_frontend] Error: No valid execution plans built.", "version_mismatch"),
+    # the same faults through a library's own error macro, capitalised its own way
+    ("RuntimeError: /te/userbuffers/userbuffers-host.cpp:612 in function create_communicator: CUDA Error: out "
+     "of memory", "oom_cuda_error"),
+    ("RuntimeError: /te/userbuffers/userbuffers-host.cpp:700 in function register_user_buffer_collective: No "
+     "peer-to-peer access available between GPUs.", "p2p_acs_iommu"),
+])
+def test_kernel_libraries_name_the_cause(line, category):
+    assert diagnose([line])[0].category == category
+
+
+@pytest.mark.parametrize("line", [
+    "UserWarning: Flash attention only supports gpu architectures in the range [sm80, sm100]. Attempting to run "
+    "on a sm 6.1 gpu. (Triggered internally at /pytorch/aten/src/ATen/native/transformers/cuda/sdp_utils.cpp:310.)",
+    "WARNING[XFORMERS]: Need to compile C++ extensions to use all xFormers features.",
+])
+def test_a_kernel_that_falls_back_is_no_finding(line):
+    """SDPA and xformers say which kernel they cannot use and go on with another: runs that train print it."""
+    assert [f for f in diagnose([line]) if f.category != "unknown"] == []
