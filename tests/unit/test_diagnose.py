@@ -984,6 +984,12 @@ def test_cut_lines_are_joined_only_where_a_terminal_cut_them():
     cut = [long[i:i + 80] for i in range(0, len(long), 80)]
     indented = ["    torchrun --nproc_per_node 2 train.py"] + ["    " + row for row in cut]
     assert diagnose(indented)[0].category == "port_in_use_or_firewall"
+    # every rank's "Init COMPLETE" line is as wide as the others and ends alike: records of one
+    # format, not cut ones; the kernel's line after them is a line of its own
+    init = ["[1,{r}]<stdout>:worker-0:2{r}:57{r} [{r}] NCCL INFO comm 0x559fe738064{r} rank {r} nranks 8 "
+            "cudaDev {r} busId 1{r}0 - Init COMPLETE".format(r=r) for r in range(8)]
+    xid = "NVRM: Xid (PCI:0000:3b:00): 74, pid='<unknown>', NVLink: failed to train link 2"
+    assert diagnose(init + [xid])[0].category == "oom_cuda_error"
 
 
 def test_a_collector_stamp_keeps_its_time_and_an_entity_space_is_a_space():
@@ -2539,3 +2545,16 @@ def test_kernel_libraries_name_the_cause(line, category):
 def test_a_kernel_that_falls_back_is_no_finding(line):
     """SDPA and xformers say which kernel they cannot use and go on with another: runs that train print it."""
     assert [f for f in diagnose([line]) if f.category != "unknown"] == []
+
+
+def test_the_old_deprecation_notice_of_launch_is_no_rank_read_without_a_launcher():
+    """torch.distributed.launch's notice says to read os.environ['LOCAL_RANK'] (without backticks
+    before torch 2.0); a run that printed it and then failed failed of its own error."""
+    notice = ["/usr/lib/python3/site-packages/torch/distributed/launch.py:181: FutureWarning: The module "
+              "torch.distributed.launch is deprecated", "and will be removed in future. Use torchrun.",
+              "If your script expects `--local-rank` argument to be set, please",
+              "change it to read from os.environ['LOCAL_RANK'] instead. See"]
+    failure = ["Traceback (most recent call last):", '  File "/work/train.py", line 12, in <module>',
+               "    model.cuda()", "RuntimeError: CUDA error: no kernel image is available for execution on the "
+               "device"]
+    assert diagnose(notice + failure)[0].category == "version_mismatch"

@@ -77,12 +77,13 @@ def unwrap(text: str) -> str:
     never taken for a continuation when it starts with two blanks, a tab or a border (one
     blank: the cut fell before a space), or as the line
     before it does, nor when it starts a record of its own (NEW_RECORD); one line printed by
-    every rank is as wide on each: the width must hold 3 different lines."""
+    every rank is as wide on each: the width must hold 3 different lines, with 3 different
+    endings (records of one format end alike, "... Init COMPLETE", where a cut falls anywhere)."""
     rows = text.split("\n")
     longest = max(map(len, rows))
     if not 60 <= longest <= 400:
         return text
-    wide = {row for row in rows if len(row) == longest}
+    wide = {row[-8:] for row in rows if len(row) == longest}
     if len(wide) < 3 or sum(len(r) == longest for r in rows) * 50 < len(rows):
         return text
 
