@@ -2558,3 +2558,29 @@ def test_the_old_deprecation_notice_of_launch_is_no_rank_read_without_a_launcher
                "    model.cuda()", "RuntimeError: CUDA error: no kernel image is available for execution on the "
                "device"]
     assert diagnose(notice + failure)[0].category == "version_mismatch"
+
+
+RDZV_GONE = ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to "
+             "the C10d store has failed. See inner exception for details.")
+
+
+@pytest.mark.parametrize("cause, category", [
+    ("node1:2345:2345 [0] include/shm.h:26 NCCL WARN Unable to allocate shared memory (9637888 "
+     "bytes) : No space left on device", "shared_memory_docker"),
+    ("[rank1]: RuntimeError: CUDA error: out of memory", "oom_cuda_error"),
+])
+def test_the_store_gone_after_a_rank_failed_is_its_echo(cause, category):
+    """The node that hosted the C10d store went down with its failed rank; the other nodes'
+    agents then lose the store. The rank's own error comes first and is the answer."""
+    found = diagnose([cause, RDZV_GONE])
+    assert found[0].category == category
+    assert "rendezvous_master_unreachable" in [f.category for f in found[1:]]
+
+
+def test_the_store_gone_before_anything_else_is_the_rendezvous():
+    assert diagnose([RDZV_GONE])[0].category == "rendezvous_master_unreachable"
+    # printed first, it is no echo of what follows: it keeps a cause's confidence
+    oom = "[rank1]: RuntimeError: CUDA error: out of memory"
+    conf = {order: {f.category: f.confidence for f in diagnose(lines)}["rendezvous_master_unreachable"]
+            for order, lines in (("first", [RDZV_GONE, oom]), ("after", [oom, RDZV_GONE]))}
+    assert conf["first"] > 0.5 > conf["after"]

@@ -73,6 +73,10 @@ class Signature:
     # A named group that must take one value on two lines or more, with fewer than 8 values in
     # all (two processes both announcing GLOBAL_RANK 1): evidence that no single line holds.
     repeat: str = ""
+    # A cause where it comes first, an echo where another cause came before it: what the other
+    # nodes print once a rank failed (the C10d store gone with the node that hosted it, a Gloo
+    # peer that closed its socket when it died).
+    echo_after: bool = False
 
 
 class KnowledgeBaseError(ValueError):
@@ -104,6 +108,7 @@ def parse(data: dict) -> tuple[Signature, ...]:
                              source=raw["source"],
                              anchors=tuple(w.lower() for w in raw.get("anchors", [])),
                              differ=raw.get("differ", ""), repeat=raw.get("repeat", ""),
+                             echo_after=bool(raw.get("echo_after", False)),
                              **compiled))
         for field_ in ("differ", "repeat"):
             group = getattr(out[-1], field_)

@@ -166,6 +166,32 @@ def _hypotheses(found: dict[str, tuple[Signature, list[Hit]]]) -> list[Hypothesi
     return list(by_cat.values())
 
 
+def _before(a, b) -> bool:
+    """Line a was printed before line b: by time where both have one, else in one file."""
+    if a.time is not None and b.time is not None:
+        return a.time < b.time
+    return a.source == b.source and a.number < b.number
+
+
+def _echoes(hyps: list[Hypothesis]) -> set[str]:
+    """Categories whose causes are all `echo_after` signatures printed after another
+    category's cause: the other nodes' view of a rank that failed first."""
+    firsts = {hyp.category: min((h.line for sig, hits in hyp.items if sig.kind == "cause"
+                                 and not sig.echo_after for h in hits),
+                                key=lambda ln: (ln.source, ln.number), default=None)
+              for hyp in hyps}
+    out = set()
+    for hyp in hyps:
+        causes = [(sig, hits) for sig, hits in hyp.items if sig.kind == "cause"]
+        if not causes or not all(sig.echo_after for sig, _unused in causes):
+            continue
+        mine = [h.line for _unused, hits in causes for h in hits]
+        if any(line is not None and hyp.category != cat and all(_before(line, m) for m in mine)
+               for cat, line in firsts.items()):
+            out.add(hyp.category)
+    return out
+
+
 def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int = 3,
             hung: bool = False, stacks: dict | None = None) -> Report:
     """`hung`: the run is known to have hung (the user says so, or its run record does);
@@ -187,9 +213,10 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     script = _script_error(scan, cause_lines)
     scored: list[tuple[bool, float, Finding]] = []
     any_cause = script is not None or any("cause" in h.kinds() for h in hyps)
+    echoes_after = _echoes(hyps)
     for hyp in hyps:
         conf = hyp.confidence()
-        is_cause = "cause" in hyp.kinds()
+        is_cause = "cause" in hyp.kinds() and hyp.category not in echoes_after
         if any_cause and not is_cause:
             conf *= 0.4  # a consequence or a circumstance, with a cause in sight
         sig, hits = hyp.items[0]
