@@ -2584,3 +2584,38 @@ def test_the_store_gone_before_anything_else_is_the_rendezvous():
     conf = {order: {f.category: f.confidence for f in diagnose(lines)}["rendezvous_master_unreachable"]
             for order, lines in (("first", [RDZV_GONE, oom]), ("after", [oom, RDZV_GONE]))}
     assert conf["first"] > 0.5 > conf["after"]
+
+
+@pytest.mark.parametrize("lines, category", [
+    # a worker's store connection timing out, and Cilium dropping its SYN: the policy is why
+    (["[W socket.cpp:601] [c10d] The client socket has failed to connect to [pytorchjob-master-0]:29500 "
+      "(errno: 110 - Connection timed out).",
+      "xx drop (Policy denied) flow 0x5c3a91f2 to endpoint 1843, ifindex 7, file bpf_lxc.c:2012, , identity "
+      "48213->31877: 10.0.1.54:40112 -> 10.0.2.19:29500 tcp SYN"], "port_in_use_or_firewall"),
+    # the worker's store connection reset by the Istio sidecar with no endpoint behind it
+    (["torch.distributed.DistNetworkError: Connection reset by peer",
+      "upstream connect error or disconnect/reset before headers. reset reason: connection failure"],
+     "rendezvous_master_unreachable"),
+    # NCCL's connection closed mid-run, on a pod network whose MTU exceeds the NIC's
+    (["NCCL WARN Net : Connection closed by remote peer",
+      "2024-06-11 09:10:02.118 [WARNING][61] felix/int_dataplane.go 1082: Configured MTU is larger than "
+      "detected host interface MTU hostMTU=1450 mtu=1480"], "nccl_interface_selection"),
+    (["Error: rootlessport listen tcp 0.0.0.0:29500: bind: address already in use"], "port_in_use_or_firewall"),
+    (['error adding container to network "sriov-rdma-net": Could not allocate IP in range: ip: 192.168.100.1 '
+      '/ - 192.168.100.14 / range: 192.168.100.0/28 / excludeRanges: []'], "nccl_interface_selection"),
+])
+def test_pod_networking_names_the_cause(lines, category):
+    """Catalogue round eighteen: what Kubernetes, a mesh or a container runtime printed beside
+    the ranks' errors names why the ranks could not connect."""
+    assert diagnose(lines)[0].category == category
+
+
+def test_routine_pod_networking_lines_are_no_finding():
+    """The search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer."""
+    lines = ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
+             'cluster.local. udp 99 false 512" NXDOMAIN qr,aa,rd 192 0.000097s',
+             "2024-06-11T09:12:40.117Z\tinfo\tWaiting for Envoy proxy to be ready (timeout: 60 seconds)...",
+             "[    38.502117s]  INFO ThreadId(01) outbound:proxy{addr=10.96.44.12:29500}: linkerd_stack::failfast: "
+             "Service has recovered",
+             "2024-06-11 09:10:02.119 [INFO][61] felix/int_dataplane.go 1084: Determined pod MTU mtu=8950"]
+    assert diagnose(lines) == []

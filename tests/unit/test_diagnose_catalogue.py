@@ -138,6 +138,8 @@ KNOWN_MISSES = {
     "AssertionError: amax reduction group is already initialized",
     "AssertionError: pipeline-model-parallel size should be greater than 2 with interleaved schedule",
     "UDS: Binding to socket /tmp/ub-ipc-socket-0-9f1c2a7b40d15e62 failed : Address already in use (98)",
+    # CoreDNS serving before it synced with the API server: a warning many healthy clusters print
+    "[WARNING] plugin/kubernetes: starting server with unsynced Kubernetes API",
 }
 
 
