@@ -2619,3 +2619,22 @@ def test_routine_pod_networking_lines_are_no_finding():
              "Service has recovered",
              "2024-06-11 09:10:02.119 [INFO][61] felix/int_dataplane.go 1084: Determined pod MTU mtu=8950"]
     assert diagnose(lines) == []
+
+
+@pytest.mark.parametrize("prefix", [
+    "2024-05-01 10:00:00,123 - root - ERROR - ",  # Python logging's common format
+    "ERROR:root:",  # logging.basicConfig's default
+    "[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:main] ",  # DeepSpeed's logger
+    "2024-05-01 10:00:00.123 | ERROR    | train:main:12 - ",  # loguru
+    "ERROR 05-01 10:00:00 [worker.py:12] ",  # vLLM's logger
+    "E0501 10:00:00.123456 12345 train.py:12] ",  # glog
+    "[rank: 1] ",  # Lightning's rank_zero logger
+])
+@pytest.mark.parametrize("line, category", [
+    ("horovodrun: error: the following arguments are required: -np/--num-proc", "launcher_misuse"),
+    ("Failed to modify QP 4711 to RTR", "nccl_interface_selection"),
+    ("AssertionError: Local rank mismatch", "launcher_misuse"),
+])
+def test_a_message_printed_through_a_logger_names_its_cause(prefix, line, category):
+    """Rules that read a message from the start of its line read it after a logger's prefix too."""
+    assert diagnose([prefix + line])[0].category == category

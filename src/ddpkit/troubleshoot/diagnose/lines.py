@@ -235,6 +235,17 @@ ISO = re.compile(r"\[?(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))
 # (one separator only: what follows keeps its own indent, a traceback's code line)
 STAMPED = re.compile(ISO.pattern + r"(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|\-] |\s|(?=\[))")
 GLOG = re.compile(r"\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+# What a logger puts before its message, once the stamp is cut (normalise): Python logging's
+# `root - ERROR - ` and `ERROR:root:`, DeepSpeed's `[ERROR] [launch.py:321:main] `, loguru's
+# `ERROR    | mod:fn:12 - `, vLLM's `ERROR 05-01 10:00:00 [file.py:12] `, glog's `E0501 ...] `,
+# Lightning's `[rank: 1] `. A regex anchored at the line's start also tries the text after it
+# (scan.py): the same message, printed through a logger.
+LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS)"
+LOGGED = re.compile(
+    r"(?:[\w.<>\-]+ - " + LEVEL + r" - |" + LEVEL + r":[\w.<>\-]+:|\[" + LEVEL + r"\] ?"
+    r"(?:\[[\w./<>\-]+:\d+:?[\w<>]*\] ?)?|" + LEVEL + r" +\| [\w.<>:\-]+ - |"
+    + LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]+:\d+\] |"
+    r"\[?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./\-]+:\d+\] ?|\[rank: ?\d+\] ){1,3}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,6 +22,7 @@ from ddpkit.troubleshoot.diagnose.kb import (
 )
 from ddpkit.troubleshoot.diagnose.lines import (
     ANSI,
+    LOGGED,
     Line,
     clean,
     english,
@@ -104,6 +105,10 @@ class Scanner:
         # A regex whose answer can no longer change is done: it is not run again, and its words
         # stop picking lines (`Init COMPLETE` is on every line of a healthy NCCL log).
         self.once = [i not in pattern_of for i in range(len(self.regexes))]
+        # Regexes anchored at the line's start also try the text after a logger's prefix; not
+        # those that look ahead from there (`^(?!.*\binfo\b)`: the whole line is their scope).
+        self.anchored = frozenset(i for i, rx in enumerate(self.regexes)
+                                  if re.match(r"(?:\(\?[aiLmsux]+\))?\^(?!\(\?[!=])", rx.pattern))
         self.done: set[int] = set()
         # Substrings one of which a matching line holds: a C-level test before each search.
         self.needles = [needles(rx) if gate else None for rx in self.regexes]
@@ -184,6 +189,7 @@ class Scanner:
             for w in toks:
                 candidates.update(self.by_word[w])
         plain = None  # whether the line is ASCII (case-insensitive needles need it)
+        logged = None  # the text after a logger's prefix ("" when it has none)
         for i in candidates:
             if i in self.done:
                 continue
@@ -198,6 +204,12 @@ class Scanner:
                 elif not any(s in text for s in subs):
                     continue
             m = self.regexes[i].search(text)
+            if m is None and i in self.anchored:
+                if logged is None:
+                    found = LOGGED.match(text)
+                    logged = text[found.end():] if found else ""
+                if logged:
+                    m = self.regexes[i].search(logged)
             if m:
                 hit = self.hits.get(i)
                 if hit is None:
