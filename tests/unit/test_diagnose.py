@@ -2638,3 +2638,34 @@ def test_routine_pod_networking_lines_are_no_finding():
 def test_a_message_printed_through_a_logger_names_its_cause(prefix, line, category):
     """Rules that read a message from the start of its line read it after a logger's prefix too."""
     assert diagnose([prefix + line])[0].category == category
+
+
+@pytest.mark.parametrize("lines, category, sid", [
+    # pyxis could not import the image on one node: the registry's refusal is why
+    (["slurmstepd: error: pyxis: child 2741 failed with error code: 1",
+      "slurmstepd: error: pyxis: failed to import docker image",
+      "slurmstepd: error: pyxis: printing enroot log file:",
+      "slurmstepd: error: pyxis:     [ERROR] URL https://nvcr.io/proxy_auth returned error code: 401 Unauthorized",
+      "srun: error: node02: task 0: Exited with exit code 1"], "launcher_misuse", "container-image-unavailable-on-node"),
+    # Apptainer's --nv on a node without the driver, then torch finding no GPU
+    (["WARNING: Could not find any NVIDIA libraries on this host!",
+      "[rank0]: RuntimeError: No CUDA GPUs are available"], "version_mismatch", "nvidia-driver-not-loaded"),
+    (["#0   checkHostContainerAbiCompatibility at MpiHook.cpp:228 Failed to activate MPI support. Host's MPI library "
+      "libmpi.so.12.0.0 is not ABI compatible with container's MPI library libmpi.so.40.30.1."],
+     "version_mismatch", "container-mpi-abi-mismatch"),
+    (["slurmstepd: error: pyxis:     [ERROR] Unknown MELLANOX device id: 0"], "nccl_interface_selection",
+     "container-mellanox-device-unknown"),
+])
+def test_hpc_containers_name_the_cause(lines, category, sid):
+    """Catalogue round nineteen: what Apptainer, Enroot/pyxis, Sarus or Shifter printed when the
+    container, not the script, stopped a rank."""
+    top = diagnose(lines)[0]
+    assert (top.category, top.id) == (category, sid)
+
+
+def test_routine_hpc_container_lines_are_no_finding():
+    lines = ["INFO:    Converting SIF file to temporary sandbox...",
+             "pyxis: imported docker image: nvcr.io#nvidia/pytorch:24.05-py3",
+             "WARNING: Container hostname cannot be set.",
+             "INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)"]
+    assert diagnose(lines) == []

@@ -140,6 +140,10 @@ KNOWN_MISSES = {
     "UDS: Binding to socket /tmp/ub-ipc-socket-0-9f1c2a7b40d15e62 failed : Address already in use (98)",
     # CoreDNS serving before it synced with the API server: a warning many healthy clusters print
     "[WARNING] plugin/kubernetes: starting server with unsynced Kubernetes API",
+    # pyxis's header before it replays Enroot's log, and its hint on every failed start: the
+    # reason is on the lines around them (container-start-failed reads those)
+    "slurmstepd: error: pyxis: printing enroot log file:",
+    "slurmstepd: error: pyxis: if the image has an unusual entrypoint, try using --no-container-entrypoint",
 }
 
 
