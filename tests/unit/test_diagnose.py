@@ -2669,3 +2669,36 @@ def test_routine_hpc_container_lines_are_no_finding():
              "WARNING: Container hostname cannot be set.",
              "INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)"]
     assert diagnose(lines) == []
+
+
+@pytest.mark.parametrize("lines, category", [
+    # the store's connection timing out over Tailscale, whose ACL drops the port
+    (["[W socket.cpp:601] [c10d] The client socket has failed to connect to [100.101.102.103]:29500 (errno: 110 - "
+      "Connection timed out).",
+      "Drop: TCP{100.101.102.104:51234 > 100.101.102.103:29500} 60 no rules matched"], "port_in_use_or_firewall"),
+    # a WireGuard tunnel that never completed its handshake
+    (["wireguard: wg0: Handshake for peer 2 (203.0.113.7:51820) did not complete after 5 seconds, retrying (try 2)",
+      "  transfer: 0 B received, 14.80 KiB sent"], "port_in_use_or_firewall"),
+    # the worker node is offline on ZeroTier
+    (["200 info 8bd5124fd6 1.14.1 OFFLINE"], "rendezvous_master_unreachable"),
+    # OpenVPN's MTU does not fit, and NCCL's connection drops mid-run
+    (["2024-05-02 09:31:55 TCP/UDP packet too large on write to [AF_INET]203.0.113.5:1194 (tried=1573,max=1560)",
+      "NCCL WARN Net : Connection closed by remote peer"], "nccl_interface_selection"),
+    (["bind [127.0.0.1]:29500: Address already in use",
+      "channel_setup_fwd_listener_tcpip: cannot listen to port: 29500"], "port_in_use_or_firewall"),
+])
+def test_overlay_networks_name_the_cause(lines, category):
+    """Catalogue round nineteen: a VPN, a tunnel or a host firewall between sites names why the
+    nodes could not connect."""
+    assert diagnose(lines)[0].category == category
+
+
+def test_healthy_overlay_status_is_no_finding():
+    lines = ["100.101.102.103  gpu-node-2           alice@       linux   active; direct 203.0.113.7:41641, "
+             "tx 48213004 rx 51877320",
+             "200 info 8bd5124fd6 1.14.1 ONLINE",
+             "  latest handshake: 1 minute, 12 seconds ago",
+             "[#] ip link set mtu 1420 up dev wg0",
+             "2024-05-02 09:14:09 Initialization Sequence Completed",
+             "Warning: ALREADY_ENABLED: '29500:tcp' already in 'public'"]
+    assert diagnose(lines) == []
