@@ -2610,16 +2610,6 @@ def test_pod_networking_names_the_cause(lines, category):
     assert diagnose(lines)[0].category == category
 
 
-def test_routine_pod_networking_lines_are_no_finding():
-    """The search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer."""
-    lines = ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
-             'cluster.local. udp 99 false 512" NXDOMAIN qr,aa,rd 192 0.000097s',
-             "2024-06-11T09:12:40.117Z\tinfo\tWaiting for Envoy proxy to be ready (timeout: 60 seconds)...",
-             "[    38.502117s]  INFO ThreadId(01) outbound:proxy{addr=10.96.44.12:29500}: linkerd_stack::failfast: "
-             "Service has recovered",
-             "2024-06-11 09:10:02.119 [INFO][61] felix/int_dataplane.go 1084: Determined pod MTU mtu=8950"]
-    assert diagnose(lines) == []
-
 
 @pytest.mark.parametrize("prefix", [
     "2024-05-01 10:00:00,123 - root - ERROR - ",  # Python logging's common format
@@ -2663,13 +2653,6 @@ def test_hpc_containers_name_the_cause(lines, category, sid):
     assert (top.category, top.id) == (category, sid)
 
 
-def test_routine_hpc_container_lines_are_no_finding():
-    lines = ["INFO:    Converting SIF file to temporary sandbox...",
-             "pyxis: imported docker image: nvcr.io#nvidia/pytorch:24.05-py3",
-             "WARNING: Container hostname cannot be set.",
-             "INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)"]
-    assert diagnose(lines) == []
-
 
 @pytest.mark.parametrize("lines, category", [
     # the store's connection timing out over Tailscale, whose ACL drops the port
@@ -2693,12 +2676,27 @@ def test_overlay_networks_name_the_cause(lines, category):
     assert diagnose(lines)[0].category == category
 
 
-def test_healthy_overlay_status_is_no_finding():
-    lines = ["100.101.102.103  gpu-node-2           alice@       linux   active; direct 203.0.113.7:41641, "
-             "tx 48213004 rx 51877320",
-             "200 info 8bd5124fd6 1.14.1 ONLINE",
-             "  latest handshake: 1 minute, 12 seconds ago",
-             "[#] ip link set mtu 1420 up dev wg0",
-             "2024-05-02 09:14:09 Initialization Sequence Completed",
-             "Warning: ALREADY_ENABLED: '29500:tcp' already in 'public'"]
+@pytest.mark.parametrize("lines", [
+    # pods: the search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer
+    ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
+     'cluster.local. udp 99 false 512" NXDOMAIN qr,aa,rd 192 0.000097s',
+     "2024-06-11T09:12:40.117Z\tinfo\tWaiting for Envoy proxy to be ready (timeout: 60 seconds)...",
+     "[    38.502117s]  INFO ThreadId(01) outbound:proxy{addr=10.96.44.12:29500}: linkerd_stack::failfast: "
+     "Service has recovered",
+     "2024-06-11 09:10:02.119 [INFO][61] felix/int_dataplane.go 1084: Determined pod MTU mtu=8950"],
+    # HPC containers
+    ["INFO:    Converting SIF file to temporary sandbox...",
+     "pyxis: imported docker image: nvcr.io#nvidia/pytorch:24.05-py3",
+     "WARNING: Container hostname cannot be set.",
+     "INFO:    Setting --writable-tmpfs (required by nvidia-container-cli)"],
+    # overlay networks between sites
+    ["100.101.102.103  gpu-node-2           alice@       linux   active; direct 203.0.113.7:41641, "
+     "tx 48213004 rx 51877320",
+     "200 info 8bd5124fd6 1.14.1 ONLINE",
+     "  latest handshake: 1 minute, 12 seconds ago",
+     "[#] ip link set mtu 1420 up dev wg0",
+     "2024-05-02 09:14:09 Initialization Sequence Completed",
+     "Warning: ALREADY_ENABLED: '29500:tcp' already in 'public'"],
+], ids=["pod-networking", "hpc-containers", "overlay-networks"])
+def test_routine_lines_of_rounds_eighteen_and_nineteen_are_no_finding(lines):
     assert diagnose(lines) == []

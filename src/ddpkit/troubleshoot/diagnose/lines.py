@@ -245,7 +245,7 @@ LOGGED = re.compile(
     r"(?:[\w.<>\-]+ - " + LEVEL + r" - |" + LEVEL + r":[\w.<>\-]+:|\[" + LEVEL + r"\] ?"
     r"(?:\[[\w./<>\-]+:\d+:?[\w<>]*\] ?)?|" + LEVEL + r" +\| [\w.<>:\-]+ - |"
     + LEVEL + r" \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./\-]+:\d+\] |"
-    r"\[?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./\-]+:\d+\] ?|\[rank: ?\d+\] ){1,3}")
+    + GLOG.pattern + r" +\d+ [\w./\-]+:\d+\] ?|\[rank: ?\d+\] ){1,3}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -289,6 +289,16 @@ class Line:
     source: str = ""  # the file it came from, in a run directory
     time: float | None = None  # seconds, comparable between lines of the same log format
     shown: str = ""  # the text as the log printed it, where `english` changed a phrase
+
+    def order(self) -> tuple:
+        """Where the line sits in the run: by its time where it has one, else by file and line."""
+        return self.time is None, self.time or 0, self.source, self.number
+
+    def before(self, other: "Line") -> bool:
+        """Printed before `other`: by time where both have one, else only within one file."""
+        if self.time is not None and other.time is not None:
+            return self.time < other.time
+        return self.source == other.source and self.number < other.number
 
     def display(self) -> str:
         """What to show a person: the line as printed (拒绝连接, not Connection refused)."""

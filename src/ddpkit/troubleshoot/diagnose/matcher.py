@@ -16,7 +16,7 @@ from typing import Iterable
 from ddpkit.i18n import N_, _
 from ddpkit.troubleshoot.diagnose.evidence import Finding, all_matches, line_dict, values_of
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
-from ddpkit.troubleshoot.diagnose.lines import normalise
+from ddpkit.troubleshoot.diagnose.lines import Line, normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import CRASH, PLAIN_TYPES, PyException
 from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
 
@@ -166,19 +166,12 @@ def _hypotheses(found: dict[str, tuple[Signature, list[Hit]]]) -> list[Hypothesi
     return list(by_cat.values())
 
 
-def _before(a, b) -> bool:
-    """Line a was printed before line b: by time where both have one, else in one file."""
-    if a.time is not None and b.time is not None:
-        return a.time < b.time
-    return a.source == b.source and a.number < b.number
-
-
 def _echoes(hyps: list[Hypothesis]) -> set[str]:
     """Categories whose causes are all `echo_after` signatures printed after another
     category's cause: the other nodes' view of a rank that failed first."""
     firsts = {hyp.category: min((h.line for sig, hits in hyp.items if sig.kind == "cause"
                                  and not sig.echo_after for h in hits),
-                                key=lambda ln: (ln.source, ln.number), default=None)
+                                key=Line.order, default=None)
               for hyp in hyps}
     out = set()
     for hyp in hyps:
@@ -186,7 +179,7 @@ def _echoes(hyps: list[Hypothesis]) -> set[str]:
         if not causes or not all(sig.echo_after for sig, _unused in causes):
             continue
         mine = [h.line for _unused, hits in causes for h in hits]
-        if any(line is not None and hyp.category != cat and all(_before(line, m) for m in mine)
+        if any(line is not None and hyp.category != cat and all(line.before(m) for m in mine)
                for cat, line in firsts.items()):
             out.add(hyp.category)
     return out

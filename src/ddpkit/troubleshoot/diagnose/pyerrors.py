@@ -294,8 +294,7 @@ class Decisive:
 
         for ln in self.commands[:2]:
             add(ln, "command")
-        firsts = sorted(self.first_error.values(),
-                        key=lambda ln: (ln.time is None, ln.time or 0, ln.source, ln.number))
+        firsts = sorted(self.first_error.values(), key=Line.order)
         for ln in firsts[:6]:
             add(ln, "first error" + (f" of {ln.where}" if ln.where else ""))
         for key, q in list(self.tails.items())[:4]:
