@@ -2586,6 +2586,49 @@ def test_the_store_gone_before_anything_else_is_the_rendezvous():
     assert conf["first"] > 0.5 > conf["after"]
 
 
+WATCHDOG = ("[rank0]:[E1201 10:00:05.123000 140 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+            "ran for 600049 milliseconds before timing out.")
+HEARTBEAT = ("[rank0]:[E1201 10:00:05.123000 140 ProcessGroupNCCL.cpp:1423] [PG 0 (default_pg) Rank 0] Heartbeat "
+             "monitor timed out! Process will be terminated after dumping debug info.")
+GLOO_WAIT = "[rank0]: RuntimeError: Timed out waiting 1800000ms for recv operation to complete"
+
+
+NCCL_SYSTEM = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled "
+               "system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")
+NCCL_CUDA = "[rank1]: RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+
+
+@pytest.mark.parametrize("first", [NCCL_SYSTEM, NCCL_CUDA, WATCHDOG, GLOO_WAIT])
+@pytest.mark.parametrize("echo", [WATCHDOG, HEARTBEAT, GLOO_WAIT, RDZV_GONE])
+def test_what_the_other_ranks_print_after_an_error_is_its_echo(first, echo):
+    """A rank's error, even one that alone is only a symptom (NCCL's unhandled system error
+    weighs less than a watchdog), then the other ranks' timeouts or the store gone with its
+    node: the answer is the one the first error gives alone; of two echoes, the first."""
+    alone = diagnose([first])[0].category
+    found = diagnose([first, echo])
+    assert found[0].category == alone, [f.id for f in found]
+
+
+@pytest.mark.parametrize("echo", [WATCHDOG, HEARTBEAT, GLOO_WAIT])
+def test_a_timeout_after_a_warning_is_no_echo_of_it(echo):
+    """A warning a working run prints kills no rank: the timeout after it is the failure."""
+    warning = ("/usr/lib/python3.10/site-packages/torch/_subclasses/functional_tensor.py:258: UserWarning: Failed "
+               "to initialize NumPy: _ARRAY_API not found (Triggered internally)")
+    assert diagnose([warning, echo])[0].category == "nccl_timeout_or_desync"
+    # the timeout alone, with nothing before it, is a hang cut short: its causes follow it
+    assert "nccl_timeout_or_desync" in [f.category for f in diagnose([echo])]
+
+
+def test_nccl_errors_pointing_at_nccl_debug_info_are_first_errors():
+    """NCCL's errors end "(run with NCCL_DEBUG=INFO for details)": that INFO is no log level,
+    so the line is the rank's first error among the decisive lines."""
+    line = "[rank1]: RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+    report = diagnose_report(["epoch 0 step 10 loss 2.31", line])
+    assert any(d["why"].startswith("first error") and "unhandled cuda error" in d["text"]
+               for d in report.decisive), report.decisive
+
+
 @pytest.mark.parametrize("lines, category", [
     # a worker's store connection timing out, and Cilium dropping its SYN: the policy is why
     (["[W socket.cpp:601] [c10d] The client socket has failed to connect to [pytorchjob-master-0]:29500 "

@@ -17,7 +17,7 @@ from ddpkit.i18n import N_, _
 from ddpkit.troubleshoot.diagnose.evidence import Finding, all_matches, line_dict, values_of
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
 from ddpkit.troubleshoot.diagnose.lines import Line, normalise
-from ddpkit.troubleshoot.diagnose.pyerrors import CRASH, PLAIN_TYPES, PyException
+from ddpkit.troubleshoot.diagnose.pyerrors import CRASH, ERRORISH, PLAIN_TYPES, PyException, routine
 from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
 
 __all__ = ["Finding", "Report", "diagnose", "diagnose_text", "normalise", "analyse"]
@@ -166,20 +166,29 @@ def _hypotheses(found: dict[str, tuple[Signature, list[Hit]]]) -> list[Hypothesi
     return list(by_cat.values())
 
 
+def _failing(line: Line) -> bool:
+    """An error line, not a warning or a routine line that holds an error word."""
+    return ERRORISH.search(line.text) is not None and not routine(line.text)
+
+
 def _echoes(hyps: list[Hypothesis]) -> set[str]:
-    """Categories whose causes are all `echo_after` signatures printed after another
-    category's cause: the other nodes' view of a rank that failed first."""
-    firsts = {hyp.category: min((h.line for sig, hits in hyp.items if sig.kind == "cause"
-                                 and not sig.echo_after for h in hits),
+    """Categories whose evidence is all `echo_after` signatures printed after another
+    category's evidence: the other nodes' view of a rank that failed first. Their causes decide
+    where they have causes, else their symptoms. What came first is another category's cause,
+    or its symptom on an error line (a warning a working run prints kills no rank: a watchdog
+    after a NumPy warning is no echo of it); of two echoes, the first is the failure."""
+    firsts = {hyp.category: min((h.line for sig, hits in hyp.items if sig.kind in ("cause", "symptom")
+                                 for h in hits if sig.kind == "cause" or _failing(h.line)),
                                 key=Line.order, default=None)
               for hyp in hyps}
     out = set()
     for hyp in hyps:
-        causes = [(sig, hits) for sig, hits in hyp.items if sig.kind == "cause"]
-        if not causes or not all(sig.echo_after for sig, _unused in causes):
+        mine = [(sig, hits) for sig, hits in hyp.items if sig.kind == "cause"] or \
+            [(sig, hits) for sig, hits in hyp.items if sig.kind == "symptom"]
+        if not mine or not all(sig.echo_after for sig, _unused in mine):
             continue
-        mine = [h.line for _unused, hits in causes for h in hits]
-        if any(line is not None and hyp.category != cat and all(line.before(m) for m in mine)
+        lines = [h.line for _unused, hits in mine for h in hits]
+        if any(line is not None and hyp.category != cat and all(line.before(m) for m in lines)
                for cat, line in firsts.items()):
             out.add(hyp.category)
     return out
@@ -210,8 +219,8 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     for hyp in hyps:
         conf = hyp.confidence()
         is_cause = "cause" in hyp.kinds() and hyp.category not in echoes_after
-        if any_cause and not is_cause:
-            conf *= 0.4  # a consequence or a circumstance, with a cause in sight
+        if (any_cause and not is_cause) or hyp.category in echoes_after:
+            conf *= 0.4  # a consequence or a circumstance, with a cause (or the first error) in sight
         sig, hits = hyp.items[0]
         ev = _evidence(sig, hits, scan)
         ev["supporting"] = [dict(line_dict(h.line), signature=s.id)
@@ -231,7 +240,7 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
         if earlier:
             conf *= 0.7  # a cause signature matched before the exception
         scored.append((True, conf, _script_finding(exc, conf, echoes, same)))
-    scored.sort(key=lambda s: (not s[0], -s[1]))
+    scored.sort(key=lambda s: (not s[0], s[2].category in echoes_after, -s[1]))
     findings = [f for _unused, _unused, f in scored[:top]]
     scan.decisive.set_tails([normalise(raw, number, source, where) for q in scan.tail_raw.values()
                              for number, raw, source, where in q])
@@ -243,7 +252,8 @@ def analyse(scan: Scanner, sigs: tuple[Signature, ...] | None = None, top: int =
     # A collective that timed out with no cause in sight is a hang that was cut short: the
     # causes of a hang follow the timeout (the timeout says that it hung, not why).
     timed_out = bool(findings) and not any(c for c, _unused, _unused in scored) and any(
-        f.category == "nccl_timeout_or_desync" for f in findings)
+        f.category == "nccl_timeout_or_desync" for f in findings) \
+        and "nccl_timeout_or_desync" not in echoes_after
     hang = hang_findings(scan, found, top, stacks) if (hung or timed_out or not failed) else []
     if hung or timed_out:
         # what the launch saw in every rank's stack comes first; the log's own findings next

@@ -69,7 +69,8 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
                  "nvmlwrap.cc", "may affect performance",
                  # a metrics logger (wandb) retrying its upload or skipping a GPU metric
                  "entering retry loop", "failed to sample metric")
-ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b")
+# (NCCL's errors end "(run with NCCL_DEBUG=INFO for details)": that INFO is no level)
+ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b(?! for details)")
 # (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
 # 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless; a
 # prompt that waits a while for an answer, "Enter your choice: (30 second timeout)"; the AWS
