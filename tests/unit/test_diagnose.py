@@ -2719,6 +2719,43 @@ def test_overlay_networks_name_the_cause(lines, category):
     assert diagnose(lines)[0].category == category
 
 
+WATCHDOG_RANK3 = ("[rank3]:[E1206 09:12:41.1 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+                  "operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+                  "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize("health, category, sid", [
+    ("Detected 2 volatile double-bit ECC error(s) in GPU 3. Drain the GPU and reset it or reboot the node.",
+     "oom_cuda_error", "gpu-health-memory-fault"),
+    ("ERROR:  nhc:  Health check failed:  check_gpu_ecc: GPU id 3: Row remap pending. FaultCode: NHC2007",
+     "oom_cuda_error", "gpu-health-memory-fault"),
+    ("XID error: 79, XID causes: Bus Error, Driver Error, HW Error.", "oom_cuda_error", "gpu-health-gpu-fault"),
+    ("Only 10 NvLinks are up out of the expected 18 Ensure Fabric Manager is running.", "oom_cuda_error",
+     "gpu-health-nvlink-down"),
+    ("GPU 0 was unsuccessfully written to by GPU 1 over PCIe in a peer-to-peer test: Failed when attempting to "
+     "perform a small write of 8 bytes: ''.", "p2p_acs_iommu", "gpu-health-p2p-write-failed"),
+    ("\tGPU 3: FAULTY", "oom_cuda_error", "gpu-burn-errors"),
+    ("0000:5e:00.0(ib2) is not up, link state is 1: DOWN", "nccl_interface_selection", "ib-port-health"),
+    ("ERROR:  nhc:  Health check failed:  check_ib_link_flapping: IB link flapping detected, multiple IB link "
+     "flapping events within 6 hours. FaultCode: NHC2005", "nccl_interface_selection", "ib-port-health"),
+])
+def test_a_health_check_beside_a_timeout_names_the_hardware(health, category, sid):
+    """Catalogue round twenty: the ranks only timed out; the health tool's verdict on the node,
+    pasted after them, says which hardware failed."""
+    top = diagnose([WATCHDOG_RANK3, health])[0]
+    assert (top.category, top.id) == (category, sid)
+
+
+def test_a_throttled_gpu_is_a_straggler_not_a_cause_over_a_rank_error():
+    """Heat slows a GPU; it does not raise a rank's CUDA error: the error stays the answer, and
+    with only the timeout the throttle is one of the lines the timeout's finding rests on."""
+    hot = "Warning: GPU 3 throttled, reason=0x0000000000000040"
+    assert diagnose(["[rank1]: RuntimeError: CUDA error: out of memory", hot])[0].category == "oom_cuda_error"
+    top = diagnose([WATCHDOG_RANK3, hot])[0]
+    assert top.category == "nccl_timeout_or_desync"
+    assert "gpu-health-thermal-throttle" in [s["signature"] for s in top.evidence["supporting"]]
+
+
 @pytest.mark.parametrize("lines", [
     # pods: the search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer
     ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
@@ -2740,6 +2777,13 @@ def test_overlay_networks_name_the_cause(lines, category):
      "[#] ip link set mtu 1420 up dev wg0",
      "2024-05-02 09:14:09 Initialization Sequence Completed",
      "Warning: ALREADY_ENABLED: '29500:tcp' already in 'public'"],
-], ids=["pod-networking", "hpc-containers", "overlay-networks"])
-def test_routine_lines_of_rounds_eighteen_and_nineteen_are_no_finding(lines):
+    # health tools on a healthy node
+    ["| GPU Memory                | Pass - All                                     |",
+     "SUCCESS:  nhc:  Health check passed:  check_gpu_count: Expected 8 and found 8", "\tGPU 0: OK",
+     "No XID error was found.", "## Summary: 36 nodes checked, 0 bad nodes found",
+     "SymbolErrorCounter:..............0", "            DRAM Correctable              : 177",
+     "         Link 0: Replay Errors: 0",
+     "has pending row remaps: pending/failure/correctable/uncorrectable: 0/0/3/0."],
+], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health"])
+def test_routine_lines_of_rounds_eighteen_to_twenty_are_no_finding(lines):
     assert diagnose(lines) == []

@@ -144,6 +144,14 @@ KNOWN_MISSES = {
     # reason is on the lines around them (container-start-failed reads those)
     "slurmstepd: error: pyxis: printing enroot log file:",
     "slurmstepd: error: pyxis: if the image has an unusual entrypoint, try using --no-container-entrypoint",
+    # NHC's single-node NCCL bandwidth check: ACS, an NVLink down or a throttled GPU read the same
+    "ERROR:  nhc:  Health check failed:  check_nccl_allreduce: NCCL allreduce, BUS BW (expected >=228 GB/s, but "
+    "measured 38.2 GB/s). FaultCode: NHC2010",
+    # `mlxlink`'s and `nvidia-smi -q`'s rows with no section around them: `State : Polling`, `Pending : Yes`
+    # and `Link 2: <inactive>` are also rows of other sections and other tools that mean nothing wrong
+    "State                              : Polling",
+    "Pending                           : Yes",
+    "Link 2: <inactive>",
 }
 
 

@@ -58,10 +58,10 @@ ERRORISH = re.compile(
     r"exitcode\s*:\s*-?[1-9]|\bSIGKILL\b|" + CRASH_WORDS + ")")
 # Lines that show an error word yet are routine: glog info/warning lines, Python warnings,
 # deprecations, NCCL's INFO chatter, summaries that count zero errors, nccl-tests' table header,
-# a metrics logger's retries. On an ASCII line the test is a few substring tests
-# (ROUTINE_WORDS, lower case) and two small regexes; ROUTINE, all of them in one regex, reads
-# the other lines (its case-insensitive alternatives try every one at each character: 1.7 ms
-# on a 4000-character line).
+# a health check that found no error, a metrics logger's retries. On an ASCII line the test is
+# a few substring tests (ROUTINE_WORDS, lower case) and two small regexes; ROUTINE, all of them
+# in one regex, reads the other lines (its case-insensitive alternatives try every one at each
+# character: 1.7 ms on a 4000-character line).
 ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0", "errors: 0",
                  "error_file: <n/a>", "help message", "help / error messages", "libibverbs",
                  "libnccl-net", "net/plugin", "could not find a path for pattern",
@@ -75,7 +75,7 @@ ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b(?! for details)")
 # 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless; a
 # prompt that waits a while for an answer, "Enter your choice: (30 second timeout)"; the AWS
 # OFI plugin failing to start where there is no EFA: NCCL goes on with its own sockets)
-ROUTINE_LOWER = re.compile(r"\b0 errors?\b|#\s*wrong|algbw\s+busbw|\(\d+ ?(?:seconds?|secs?|s) timeout\)|"
+ROUTINE_LOWER = re.compile(r"\b0 errors?\b|\bno (?:\w+ )?errors? (?:was |were )?(?:found|detected)\b|#\s*wrong|algbw\s+busbw|\(\d+ ?(?:seconds?|secs?|s) timeout\)|"
                            r"net/ofi (?:failed to initialize \w+ protocol|aws-ofi-nccl initialization "
                            r"failed|initializing plugin failed)|"
                            r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - "
