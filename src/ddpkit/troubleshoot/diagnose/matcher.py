@@ -17,7 +17,7 @@ from ddpkit.i18n import N_, _
 from ddpkit.troubleshoot.diagnose.evidence import Finding, all_matches, line_dict, values_of
 from ddpkit.troubleshoot.diagnose.kb import Signature, signatures
 from ddpkit.troubleshoot.diagnose.lines import Line, normalise
-from ddpkit.troubleshoot.diagnose.pyerrors import CRASH, ERRORISH, PLAIN_TYPES, PyException, routine
+from ddpkit.troubleshoot.diagnose.pyerrors import CRASH, PLAIN_TYPES, PyException, failing
 from ddpkit.troubleshoot.diagnose.scan import Hit, Scanner
 
 __all__ = ["Finding", "Report", "diagnose", "diagnose_text", "normalise", "analyse"]
@@ -166,11 +166,6 @@ def _hypotheses(found: dict[str, tuple[Signature, list[Hit]]]) -> list[Hypothesi
     return list(by_cat.values())
 
 
-def _failing(line: Line) -> bool:
-    """An error line, not a warning or a routine line that holds an error word."""
-    return ERRORISH.search(line.text) is not None and not routine(line.text)
-
-
 def _echoes(hyps: list[Hypothesis]) -> set[str]:
     """Categories whose evidence is all `echo_after` signatures printed after another
     category's evidence: the other nodes' view of a rank that failed first. Their causes decide
@@ -178,7 +173,7 @@ def _echoes(hyps: list[Hypothesis]) -> set[str]:
     or its symptom on an error line (a warning a working run prints kills no rank: a watchdog
     after a NumPy warning is no echo of it); of two echoes, the first is the failure."""
     firsts = {hyp.category: min((h.line for sig, hits in hyp.items if sig.kind in ("cause", "symptom")
-                                 for h in hits if sig.kind == "cause" or _failing(h.line)),
+                                 for h in hits if sig.kind == "cause" or failing(h.line.text)),
                                 key=Line.order, default=None)
               for hyp in hyps}
     out = set()

@@ -102,6 +102,11 @@ ERROR_GATE = re.compile("error|traceback|fail|fatal|exception|killed|abort|denie
                         "core dumped|illegal instruction|sigsegv|sigbus|sigabrt|sigill|sigkill")
 
 
+def failing(text: str) -> bool:
+    """An error line: an error word, and not a warning or a routine line that holds one."""
+    return ERRORISH.search(text) is not None and not routine(text)
+
+
 TRACEBACK = "Traceback (most recent call last)"
 DIGITS_0 = str.maketrans("123456789", "000000000")
 
@@ -263,8 +268,7 @@ class Decisive:
                 text.startswith(COMMAND_WORDS + ("$", "#", ">", "+")) or "=" in text[:60]):
             if COMMAND.match(text):
                 self.commands.append(line)
-        if ERROR_GATE.search(low) and ERRORISH.search(line.text) \
-                and not routine(line.text):
+        if ERROR_GATE.search(low) and failing(line.text):
             self.errors += 1
             self.first_error.setdefault(key, line)
 
