@@ -2756,6 +2756,42 @@ def test_a_throttled_gpu_is_a_straggler_not_a_cause_over_a_rank_error():
     assert "gpu-health-thermal-throttle" in [s["signature"] for s in top.evidence["supporting"]]
 
 
+NO_TORCH = ["Traceback (most recent call last):", '  File "/home/u/train.py", line 3, in <module>',
+            "    import torch", "ModuleNotFoundError: No module named 'torch'"]
+
+
+@pytest.mark.parametrize("lines, category, sid", [
+    # the job script's module load failed on node2: its rank then has no torch
+    (['node2: Lmod has detected the following error:  The following module(s) are unknown: "cuda/12.1"',
+      *NO_TORCH], "launcher_misuse", "node-module-not-loaded"),
+    (["/var/spool/slurmd/job123456/slurm_script: line 12: module: command not found", *NO_TORCH],
+     "launcher_misuse", "node-module-not-loaded"),
+    # conda's hook never ran in the batch shell: conda's own exception is not the script's error
+    (["CommandNotFoundError: Your shell has not been properly configured to use 'conda activate'.", *NO_TORCH],
+     "launcher_misuse", "node-conda-not-activated"),
+    (["node2: bash: line 1: conda: command not found"], "launcher_misuse", "node-conda-not-activated"),
+    # another CUDA module stayed loaded on one node, whose rank then hung the collective
+    (["cuda/12.1(14):ERROR:150: Module 'cuda/12.1' conflicts with the currently loaded module(s) 'cuda/11.8'",
+      WATCHDOG_RANK3], "version_mismatch", "node-module-conflict"),
+    (["bash: /home/user/venv/bin/torchrun: /home/user/venv/bin/python3: bad interpreter: No such file or directory"],
+     "launcher_misuse", "node-python-env-missing"),
+    (["Fatal Python error: init_fs_encoding: failed to get the Python codec of the filesystem encoding",
+      "Python runtime state: core initialized", "ModuleNotFoundError: No module named 'encodings'"],
+     "launcher_misuse", "python-cannot-find-its-prefix"),
+    # every rank's debugpy.listen(5678): not the rendezvous port
+    (["[rank1]: RuntimeError: Can't listen for client connections: [Errno 98] Address already in use",
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"],
+     "port_in_use_or_firewall", "debugger-port-in-use"),
+    (["0.00s - Could not connect to 127.0.0.1: 5678", "ConnectionRefusedError: [Errno 111] Connection refused"],
+     "port_in_use_or_firewall", "debugger-cannot-connect"),
+])
+def test_a_node_environment_that_did_not_set_up_is_the_cause(lines, category, sid):
+    """Catalogue round twenty-one: the module system, conda, a virtualenv or Python itself failed
+    on a node before the rank ran; that, not the rank's missing torch, is the answer."""
+    top = diagnose(lines)[0]
+    assert (top.category, top.id) == (category, sid)
+
+
 @pytest.mark.parametrize("lines", [
     # pods: the search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer
     ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
@@ -2784,6 +2820,15 @@ def test_a_throttled_gpu_is_a_straggler_not_a_cause_over_a_rank_error():
      "SymbolErrorCounter:..............0", "            DRAM Correctable              : 177",
      "         Link 0: Replay Errors: 0",
      "has pending row remaps: pending/failure/correctable/uncorrectable: 0/0/3/0."],
-], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health"])
-def test_routine_lines_of_rounds_eighteen_to_twenty_are_no_finding(lines):
+    # a node's environment being set up: modules swapped, pip as root, a debugger's hints
+    ['Lmod is automatically replacing "cuda/11.8" with "cuda/12.1".',
+     "The following have been reloaded with a version change:", "  Unloading conflict: cuda/11.8",
+     "Defaulting to user installation because normal site-packages is not writeable",
+     "WARNING: Running pip as the 'root' user can result in broken permissions and conflicting behaviour with "
+     "the system package manager. It is recommended to use a virtual environment instead: "
+     "https://pip.pypa.io/warnings/venv",
+     "0.00s - Debugger warning: It seems that frozen modules are being used, which may",
+     "Type 'up' to get to the frame that called dist.breakpoint(rank=0)"],
+], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health", "node-environment"])
+def test_routine_lines_of_rounds_eighteen_to_twenty_one_are_no_finding(lines):
     assert diagnose(lines) == []

@@ -33,7 +33,7 @@ KINDS = ("cause", "symptom", "fact", "echo", "hang")
 COMMON_WORDS = frozenset("""nccl info rank using with from the and for torch cuda device
 process processgroupnccl connected environment variable complete init channel via comm ring
 trees dataloader worker warning default node set setting function processes userwarning
-create""".split())
+create packages""".split())  # site-packages: in every frame of a traceback
 # Wide punctuation (full-width forms, CJK symbols) separates words as ASCII punctuation does: a
 # Chinese log writes "error：" and "（rank 1）"; any other non-ASCII character is part of a word.
 WIDE_PUNCT = frozenset(c for c in map(chr, [*range(0x3000, 0x3020), *range(0xFF01, 0xFF10),
