@@ -2792,6 +2792,47 @@ def test_a_node_environment_that_did_not_set_up_is_the_cause(lines, category, si
     assert (top.category, top.id) == (category, sid)
 
 
+@pytest.mark.parametrize("lines, sid", [
+    # flash-attn 2 on the one node with V100s: its kernel check has no words of its own
+    (["[rank4]: Traceback (most recent call last):",
+      '[rank4]:   File "/opt/conda/lib/python3.10/site-packages/flash_attn/flash_attn_interface.py", line 51, '
+      "in _flash_attn_forward",
+      "[rank4]:     out, q, k, v, out_padded, softmax_lse, S_dmask, rng_state = flash_attn_cuda.fwd(",
+      "[rank4]: RuntimeError: Expected is_sm90 || is_sm8x || is_sm75 to be true, but got false.  (Could this "
+      "error message be improved?  If so, please report an enhancement request to PyTorch.)"],
+     "extension-gpu-arch-unsupported"),
+    (["NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:",
+      "`fa2F@2.5.7-pt` is not supported because:",
+      "    requires device with capability >= (8, 0) but your GPU has capability (7, 0) (too old)"],
+     "extension-gpu-arch-unsupported"),
+    (["AssertionError: Device compute capability 10.0 or higher required for MXFP8 execution."],
+     "extension-gpu-arch-unsupported"),
+    # torch.compile on a Blackwell node with an older Triton: ptxas's own line, then the wrapper
+    (["ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'",
+      "torch._inductor.exc.InductorError: PTXASError: PTXAS error: Internal Triton PTX codegen error"],
+     "triton-ptxas-too-old"),
+    (["ERROR: Package 'torch' requires a different Python: 3.8.10 not in '>=3.9.0'"],
+     "pip-cannot-install-torch-stack"),
+    (["  torchvision 0.17.0 depends on torch==2.2.0", "ERROR: ResolutionImpossible: for help visit "
+      "https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts"],
+     "pip-cannot-install-torch-stack"),
+])
+def test_an_extension_or_toolchain_that_does_not_fit_the_node_is_a_version_mismatch(lines, sid):
+    """Catalogue round twenty-two: a kernel library, Triton's ptxas or pip refusing the node's
+    GPU, toolkit or Python is a version mismatch, not the script's error."""
+    top = diagnose(lines)[0]
+    assert (top.category, top.id) == ("version_mismatch", sid)
+
+
+def test_a_failed_ptxas_is_not_the_scripts_error():
+    """An exception raised by Triton's ptxas under torch.compile is the node's compiler failing:
+    the answer is the version mismatch it usually means, never 'fix your script'."""
+    top = diagnose(["Traceback (most recent call last):",
+                    '  File "/home/u/train.py", line 40, in <module>', "    loss = model(x).sum()",
+                    "RuntimeError: `ptxas` failed with error code 1:"])[0]
+    assert (top.category, top.id) == ("version_mismatch", "triton-ptxas-failed")
+
+
 @pytest.mark.parametrize("lines", [
     # pods: the search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer
     ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
@@ -2829,6 +2870,17 @@ def test_a_node_environment_that_did_not_set_up_is_the_cause(lines, category, si
      "https://pip.pypa.io/warnings/venv",
      "0.00s - Debugger warning: It seems that frozen modules are being used, which may",
      "Type 'up' to get to the frame that called dist.breakpoint(rank=0)"],
-], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health", "node-environment"])
-def test_routine_lines_of_rounds_eighteen_to_twenty_one_are_no_finding(lines):
+    # extensions loading and building: pip's notices, the JIT build's progress, fallbacks that work
+    ["Requirement already satisfied: torch in /usr/local/lib/python3.10/dist-packages (2.1.0+cu121)",
+     "Successfully installed torch-2.1.0+cu121 triton-2.1.0",
+     "Using /root/.cache/torch_extensions/py310_cu121 as PyTorch extensions root...",
+     "Emitting ninja build file /root/.cache/torch_extensions/py310_cu121/fused_adam/build.ninja...",
+     "Loading extension module fused_adam...",
+     "No prebuilt binary for CUDA 13.2, loading CUDA 13.0 instead. Set BNB_CUDA_VERSION to override.",
+     "Warning:  apex was installed without --cpp_ext.  Falling back to Python flatten and unflatten.",
+     "[WARNING  | transformer_engine.pytorch.attention.dot_product_attention.utils]: Supported flash-attn "
+     "versions are >= 2.1.1, <= 2.8.1. Found flash-attn 2.8.3."],
+], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health", "node-environment",
+        "extensions"])
+def test_routine_lines_of_rounds_eighteen_to_twenty_two_are_no_finding(lines):
     assert diagnose(lines) == []

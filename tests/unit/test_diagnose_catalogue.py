@@ -152,6 +152,16 @@ KNOWN_MISSES = {
     "State                              : Polling",
     "Pending                           : Yes",
     "Link 2: <inactive>",
+    # xformers' dispatcher reasons that are the script's choice (a dtype, deterministic mode),
+    # printed bare inside its NotImplementedError; and DeepSpeed's JIT build in a forked child
+    # that already touched CUDA: the script's, but its words (CUDA) are a GPU's
+    "dtype=torch.float32 (supported: {torch.float16, torch.bfloat16})",
+    "operator is non-deterministic, but `torch.use_deterministic_algorithms` is set",
+    "RuntimeError: DeepSpeed JIT builder for 'fused_adam' cannot probe CUDA device capabilities in a forked "
+    "subprocess where CUDA has already been initialized. Set TORCH_CUDA_ARCH_LIST to specify target "
+    "architectures explicitly.",
+    # pip's resolver report: the lines after it say which pins conflict
+    "The conflict is caused by:",
 }
 
 

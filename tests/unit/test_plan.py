@@ -10,6 +10,7 @@ from ddpkit.launch.hosts import Host
 from ddpkit.launch.launcher import assign_np
 from ddpkit.launch.plan import (
     BOOTSTRAP,
+    TORCHRUN,
     Addr,
     LaunchOptions,
     NodeFacts,
@@ -36,8 +37,9 @@ def test_multi_node_plan_commands():
     assert plan.world_size == 6 and plan.master_addr == "10.0.0.1" and not plan.standalone
     n1 = plan.nodes[1]
     argv = list(n1.argv)
-    assert argv[:3] == ["/venv/bin/python", "-m", "torch.distributed.run"]
-    pairs = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1) if argv[i].startswith("--")}
+    # torchrun as ddpkit writes it on the node (nodeside/torchrun.py): torch.distributed.run
+    assert argv[:2] == ["/venv/bin/python", TORCHRUN]
+    pairs = {argv[i]: argv[i + 1] for i in range(2, len(argv) - 1) if argv[i].startswith("--")}
     assert pairs["--nnodes"] == "3" and pairs["--nproc-per-node"] == "2"
     assert pairs["--node-rank"] == "1" and pairs["--rdzv-backend"] == "c10d"
     assert pairs["--rdzv-endpoint"] == "10.0.0.1:29500" and pairs["--rdzv-id"] == "ddpkit-abc"

@@ -260,6 +260,8 @@ def show_plan(plan, json_mode: bool) -> None:
         print(_("# note: {note}").format(note=note))
     if any(a.startswith("@TMP@/ddpkit_bootstrap.py") for n in plan.nodes for a in n.argv):
         print(_("# workers run the script through ddpkit's exit bootstrap (written to @TMP@, a temporary directory on each node; --no-bootstrap runs the script directly)"))
+    if any(a == "@TMP@/bin/torchrun" for n in plan.nodes for a in n.argv):
+        print(_("# @TMP@/bin/torchrun is torch.distributed.run whose tee shows every line a rank wrote (torch's own can drop a rank's last lines)"))
     for node in plan.nodes:
         where = _("this machine") if node.local else f"ssh {node.host.target}"
         iface = _(", interface {ifname}").format(ifname=node.ifname) if node.ifname else ""

@@ -25,6 +25,10 @@ ENGINES = ("torchrun", "accelerate", "horovod")
 # status you can trust"): it runs the script as __main__ and ends the process group before
 # the interpreter shuts down. --no-bootstrap or DDPKIT_NO_BOOTSTRAP=1 runs the script directly.
 BOOTSTRAP = "@TMP@/ddpkit_bootstrap.py"
+# torchrun runs as nodeside/torchrun.py, written here on each node: torch.distributed.run itself,
+# with its tee reading each rank's log to the end (a rank's last lines are lost otherwise,
+# pytorch/pytorch#143823). Named torchrun, so that `ddpkit stacks` knows the agent.
+TORCHRUN = "@TMP@/bin/torchrun"
 # torchrun's --nproc-per-node words, resolved per node from the probe (torch/distributed/run.py
 # determine_local_world_size): gpu = GPUs, cpu = CPUs, auto = GPUs if any, else CPUs.
 NPROC_WORDS = ("gpu", "cpu", "auto")
@@ -294,7 +298,7 @@ def _node_env(base_env: dict, ifname: str) -> dict:
 
 def _torchrun_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: str, master: str,
                    local_addr: str) -> list[str]:
-    argv = [opts.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+    argv = [opts.python, TORCHRUN, "--nnodes", str(nnodes),
             "--nproc-per-node", nproc]
     if nnodes == 1 and not opts.fixed_port:
         argv += ["--standalone"]  # a free port of its own: runs side by side never collide

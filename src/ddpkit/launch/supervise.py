@@ -36,7 +36,7 @@ from ddpkit.launch.output import (
     RunResult,
     describe_exit,
 )
-from ddpkit.launch.plan import BOOTSTRAP, Plan
+from ddpkit.launch.plan import BOOTSTRAP, TORCHRUN, Plan
 from ddpkit.launch.remote import SshOptions, describe_ssh_failure, ssh_argv
 from ddpkit.launch.shutdown import describe as describe_shutdown
 from ddpkit.launch.shutdown import split_script_end, worker_death
@@ -82,6 +82,8 @@ class Supervisor:
         self.files = dict(files or {})
         if any(BOOTSTRAP in n.argv for n in plan.nodes):
             self.files.setdefault(BOOTSTRAP.split("/", 1)[1], source("bootstrap"))
+        if any(TORCHRUN in n.argv for n in plan.nodes):
+            self.files.setdefault(TORCHRUN.split("/", 1)[1], source("torchrun"))
         self.on_line = on_line
         self.hide = hide  # worker lines meant for ddpkit, not for the console
         self.json_mode = json_mode

@@ -132,11 +132,13 @@ def command(cfg, tmp):
             f.write(text)
     if cfg.get("log_dir_flag"):
         # torchrun's tee needs a log directory; left to itself it leaves one in /tmp per run
+        # (after torchrun's module, or ddpkit's torchrun: nodeside/torchrun.py, the file bin/torchrun)
         for module, flag in (("torch.distributed.run", "--log-dir"),
                              ("accelerate.commands.launch", "--log_dir")):
-            if module in argv:
-                at = argv.index(module) + 1
-                argv[at:at] = [flag, os.path.join(tmp, "logs")]
+            at = [i for i, a in enumerate(cfg["argv"]) if a == module
+                  or (module == "torch.distributed.run" and a == "@TMP@/bin/torchrun")]
+            if at:
+                argv[at[0] + 1:at[0] + 1] = [flag, os.path.join(tmp, "logs")]
     env = dict(os.environ)
     if cfg.get("clean_env"):
         # only what a process needs to run; everything else comes from the launcher's list

@@ -26,7 +26,9 @@ DISTRIBUTED = re.compile(
     # the collective libraries of other accelerators (Ascend's HCCL, Intel's oneCCL, Gaudi's bridge), torch RPC
     r"hccl|\bccl\b|oneccl|\bcomm init\b|\brpc\b|"
     # a framework's hang detector raising (FlagScale's HangError), fault tolerance's quorum (torchft)
-    r"\bhang(?:s|ing|ed)?\b|\bquorum\b|lighthouse|should_commit")
+    r"\bhang(?:s|ing|ed)?\b|\bquorum\b|lighthouse|should_commit|"
+    # the node's kernel compilers failing under torch.compile (their own signatures)
+    r"ptxas|\binductor\b|cppcompileerror")
 # The interpreter's own messages when what it was told to run is not there (no traceback, exit
 # code 2): (a substring every such line holds, its regex, the exception it stands for).
 MISSING_TARGET = (
