@@ -74,3 +74,10 @@ def test_the_guard_gives_torchrun_its_log_directory(tmp_path):
     assert argv[:4] == ["/venv/bin/python", f"{tmp_path}/bin/torchrun", "--log-dir", f"{tmp_path}/logs"]
     assert argv[-2:] == ["--log-dir", "mine"]
     assert (tmp_path / "bin" / "torchrun").read_text() == source("torchrun")
+    # accelerate's launcher through the same file: its own --log_dir, after its module, once
+    cfg["argv"] = ["/venv/bin/python", "@TMP@/bin/torchrun", "-m", "accelerate.commands.launch",
+                   "--num_machines", "1", "train.py"]
+    argv, _env = guard["command"](cfg, str(tmp_path))
+    assert argv[1:6] == [f"{tmp_path}/bin/torchrun", "-m", "accelerate.commands.launch", "--log_dir",
+                         f"{tmp_path}/logs"]
+    assert "--log-dir" not in argv

@@ -180,8 +180,9 @@ def test_accelerate_plan_per_node():
     opts = LaunchOptions(script="t.py", engine="accelerate", python="py", port=29501)
     plan = make_plan([Host("a", 2), Host("b", 2)], opts, {}, [facts(1), facts(2)])
     argv = list(plan.nodes[1].argv)
-    assert argv[:3] == ["py", "-m", "accelerate.commands.launch"]
-    pairs = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1) if argv[i].startswith("--")}
+    # accelerate's own launcher, its in-process torchrun agent with ddpkit's tee (nodeside/torchrun.py)
+    assert argv[:4] == ["py", TORCHRUN, "-m", "accelerate.commands.launch"]
+    pairs = {argv[i]: argv[i + 1] for i in range(4, len(argv) - 1) if argv[i].startswith("--")}
     assert pairs["--num_machines"] == "2" and pairs["--machine_rank"] == "1"
     assert pairs["--num_processes"] == "4" and pairs["--main_process_ip"] == "10.0.0.1"
     assert pairs["--main_process_port"] == "29501" and "--multi_gpu" in argv

@@ -27,7 +27,8 @@ ENGINES = ("torchrun", "accelerate", "horovod")
 BOOTSTRAP = "@TMP@/ddpkit_bootstrap.py"
 # torchrun runs as nodeside/torchrun.py, written here on each node: torch.distributed.run itself,
 # with its tee reading each rank's log to the end (a rank's last lines are lost otherwise,
-# pytorch/pytorch#143823). Named torchrun, so that `ddpkit stacks` knows the agent.
+# pytorch/pytorch#143823); `-m accelerate.commands.launch` after it: accelerate's, whose agent
+# is torchrun's in its own process. Named torchrun, so that `ddpkit stacks` knows the agent.
 TORCHRUN = "@TMP@/bin/torchrun"
 # torchrun's --nproc-per-node words, resolved per node from the probe (torch/distributed/run.py
 # determine_local_world_size): gpu = GPUs, cpu = CPUs, auto = GPUs if any, else CPUs.
@@ -337,7 +338,7 @@ def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
                      master: str) -> list[str]:
     """`accelerate launch` for one node; it runs torchrun in-process (static rendezvous)."""
     total = nproc * nnodes
-    argv = [opts.python, "-m", "accelerate.commands.launch", "--num_machines", str(nnodes),
+    argv = [opts.python, TORCHRUN, "-m", "accelerate.commands.launch", "--num_machines", str(nnodes),
             "--machine_rank", str(rank), "--num_processes", str(total),
             "--main_process_port", str(opts.port), "--mixed_precision", "no",
             "--dynamo_backend", "no", "--max_restarts", str(opts.max_restarts), "--tee", "3"]

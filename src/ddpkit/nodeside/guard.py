@@ -135,8 +135,9 @@ def command(cfg, tmp):
         # (after torchrun's module, or ddpkit's torchrun: nodeside/torchrun.py, the file bin/torchrun)
         for module, flag in (("torch.distributed.run", "--log-dir"),
                              ("accelerate.commands.launch", "--log_dir")):
-            at = [i for i, a in enumerate(cfg["argv"]) if a == module
-                  or (module == "torch.distributed.run" and a == "@TMP@/bin/torchrun")]
+            at = [i for i, a in enumerate(cfg["argv"]) if a == module or (
+                module == "torch.distributed.run" and a == "@TMP@/bin/torchrun"
+                and "accelerate.commands.launch" not in cfg["argv"])]
             if at:
                 argv[at[0] + 1:at[0] + 1] = [flag, os.path.join(tmp, "logs")]
     env = dict(os.environ)

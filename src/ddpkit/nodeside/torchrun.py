@@ -1,9 +1,11 @@
 # torchrun, with its tee reading each rank's log to the end.
 #
 #   python @TMP@/bin/torchrun [torchrun's arguments...]
+#   python @TMP@/bin/torchrun -m accelerate.commands.launch [its arguments...]
 #
-# is `python -m torch.distributed.run [...]` (the elastic agent, rendezvous and all, unchanged)
-# with one fix. `--tee` copies each rank's log file to the console in a thread that reads to
+# is `python -m torch.distributed.run [...]` (the elastic agent, rendezvous and all, unchanged),
+# or another launcher that runs torchrun's agent in its own process (accelerate launch), with
+# one fix. `--tee` copies each rank's log file to the console in a thread that reads to
 # end of file, then stops once the worker has finished; when the worker writes its last lines
 # and exits between that thread's last read and its look at "finished", those lines are never
 # shown (pytorch/pytorch#143823, open; seen in ddpkit's CI as a rank's last `OK` line missing
@@ -13,6 +15,7 @@
 # Named `torchrun` so that `ddpkit stacks` and the guard know it as torchrun. Stdlib and torch
 # only; with a torch whose tail_log differs, torchrun runs as it is.
 import runpy
+import sys
 
 
 class _ReadToEnd:
@@ -55,5 +58,9 @@ def patch_tail_log():
 
 
 if __name__ == "__main__":
+    module = "torch.distributed.run"
+    if sys.argv[1:2] == ["-m"] and len(sys.argv) > 2:
+        module = sys.argv[2]
+        del sys.argv[1:3]
     patch_tail_log()
-    runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
