@@ -2833,6 +2833,49 @@ def test_a_failed_ptxas_is_not_the_scripts_error():
     assert (top.category, top.id) == ("version_mismatch", "triton-ptxas-failed")
 
 
+WATCHDOG_RANK1 = ("[rank1]:[E1206 09:12:41.1 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                  "operation timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST, NumelIn=1, NumelOut=1, "
+                  "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize("lines, category, sid", [
+    # rank 0 stuck starting W&B: the others' watchdog is its consequence, in either order
+    (["[rank0]: wandb.errors.errors.CommError: Run initialization has timed out after 90.0 sec. Please try "
+      "increasing the timeout with the `init_timeout` setting: `wandb.init(settings=wandb.Settings("
+      "init_timeout=120))`.", WATCHDOG_RANK1], "nccl_timeout_or_desync", "rank-waits-on-remote-service"),
+    ([WATCHDOG_RANK1, "[rank4]: filelock._error.Timeout: The file lock '/shared/hf/datasets/_shared_hf_"
+      "datasets_json.lock' could not be acquired."], "nccl_timeout_or_desync", "rank-waits-on-remote-service"),
+    # a compute node without outbound access
+    (["[rank3]: OSError: We couldn't connect to 'https://huggingface.co' to load model-00003-of-00004."
+      "safetensors. You should try again after checking your internet connection.", WATCHDOG_RANK1],
+     "port_in_use_or_firewall", "remote-service-unreachable"),
+    (["[rank2]: requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max "
+      "retries exceeded with url: /meta-llama/Llama-3.1-8B/resolve/main/config.json (Caused by "
+      "NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new "
+      "connection: [Errno 101] Network is unreachable'))"], "port_in_use_or_firewall", "remote-service-unreachable"),
+    # MosaicML streaming: a crashed run's shared memory, ranks that disagree, local rank 0 late
+    (["Traceback (most recent call last):",
+      '  File "/opt/conda/lib/python3.10/site-packages/streaming/base/dataset.py", line 512, in __init__',
+      "    self._locals_shm = SharedMemory(name, True, len(data))",
+      "FileExistsError: [Errno 17] File exists: '/000000_locals'"],
+     "shared_memory_docker", "streaming-stale-shared-memory"),
+    (["[rank5]: RuntimeError: Internal error: shared memory prefix=0 was not registered by local leader. This "
+      "may be because you specified different ``local`` parameters from different ranks."],
+     "ddp_usage_error", "streaming-local-leader-mismatch"),
+    (["[rank1]: RuntimeError: Index file s3://bucket/c4/train/index.json -> /tmp/mds/train/index.json took too "
+      "long to download or failed to download. Either increase the `download_timeout` value or check the local "
+      "rank 0 traceback.60.000 < 60.012 secs."], "nccl_timeout_or_desync", "streaming-local-rank-zero-late"),
+    (['[rank6]: RuntimeError: Critical error in pipeline: [/opt/dali/dali/pipeline/operators/reader/loader/'
+      'loader.h:57] Assert on "num_shards_ > shard_id_" failed: num_shards needs to be greater than shard_id'],
+     "ddp_usage_error", "data-loader-sharding-misuse"),
+])
+def test_a_rank_held_up_by_its_data_or_a_service_is_named(lines, category, sid):
+    """Catalogue round twenty-three: what one rank was doing instead of the collective (a
+    tracker starting, a lock, a download, its data loader) is the answer, not the watchdog."""
+    top = diagnose(lines)[0]
+    assert (top.category, top.id) == (category, sid)
+
+
 @pytest.mark.parametrize("lines", [
     # pods: the search domains' NXDOMAIN answers, a sidecar waiting to be ready, a recovered balancer
     ['[INFO] 10.244.2.17:43110 - 5712 "AAAA IN pytorchjob-master-0.default.svc.cluster.local.default.svc.'
@@ -2880,7 +2923,16 @@ def test_a_failed_ptxas_is_not_the_scripts_error():
      "Warning:  apex was installed without --cpp_ext.  Falling back to Python flatten and unflatten.",
      "[WARNING  | transformer_engine.pytorch.attention.dot_product_attention.utils]: Supported flash-attn "
      "versions are >= 2.1.1, <= 2.8.1. Found flash-attn 2.8.3."],
+    # services and data loaders at work: banners, downloads, cache hits, locks taken, defaults
+    ["wandb: Syncing run fluent-sun-12", "Fetching 4 files: 100%|██████████| 4/4 [00:00<00:00, 2891.96it/s]",
+     "wandb: Network error resolved after 0:01:12.480213, resuming normal operation.",
+     "DEBUG:filelock:Lock 140234567890 acquired on /root/.cache/huggingface/hub/.locks/models--x/5ae2.lock",
+     "Found cached dataset json (/root/.cache/huggingface/datasets/json/default-2c5b1a9e8f7d6c3b/0.0.0/f4e8)",
+     "Files already downloaded and verified",
+     "Because `predownload` was not specified, it will default to 8*batch_size if batch_size is not None, "
+     "otherwise 64.",
+     "Too many dataloader workers: 8 (max is dataset.num_shards=2). Stopping 6 dataloader workers."],
 ], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health", "node-environment",
-        "extensions"])
-def test_routine_lines_of_rounds_eighteen_to_twenty_two_are_no_finding(lines):
+        "extensions", "services-and-loaders"])
+def test_routine_lines_of_rounds_eighteen_to_twenty_three_are_no_finding(lines):
     assert diagnose(lines) == []

@@ -162,6 +162,48 @@ KNOWN_MISSES = {
     "architectures explicitly.",
     # pip's resolver report: the lines after it say which pins conflict
     "The conflict is caused by:",
+    # huggingface_hub's offline mode and wandb's call order: the script's errors, but in class
+    # names (`OfflineModeIsEnabled`, a bare `Error`) the exception reader does not take for one,
+    # or in words (`ConnectionError`) it takes for the network; hf_transfer's failure reads as
+    # the script's
+    "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/meta-llama/"
+    "Llama-3.1-8B/revision/main: offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` "
+    "environment variable.",
+    "huggingface_hub.utils._errors.OfflineModeIsEnabled: Offline mode is enabled. Tried to reach "
+    "https://huggingface.co/bert-base-uncased/resolve/main/config.json",
+    "huggingface_hub.errors.OfflineModeIsEnabled: Offline mode is enabled. Tried to reach "
+    "https://huggingface.co/datasets/allenai/c4/resolve/main/en/c4-validation.00000-of-00008.json.gz",
+    "ConnectionError: Couldn't reach the Hugging Face Hub for dataset 'HuggingFaceFW/fineweb-edu': Offline mode "
+    "is enabled.",
+    "wandb.errors.errors.Error: You must call wandb.init() before wandb.log()",
+    "RuntimeError: An error occurred while downloading using `hf_transfer`. Consider disabling "
+    "HF_HUB_ENABLE_HF_TRANSFER for better error handling.",
+    # one attempt that failed and is retried: healthy runs print these when the network hiccups,
+    # so alone they are no finding (the failure is the line that gives up)
+    "Rate limited. Waiting 61.0s before retry [Retry 2/5].",
+    "Retrying in 8s [Retry 5/5].",
+    "HTTP Error 429 thrown while requesting HEAD https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/"
+    "config.json",
+    "'(ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read "
+    "timeout=10)\"), '(Request ID: 5f2c1a4e-8b7d-4e0f-9a61-2d3c4b5a6e7f)')' thrown while requesting HEAD "
+    "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json",
+    "Error while downloading from https://cdn-lfs-us-1.hf.co/repos/3a/5b/3a5b.../model-00001-of-00004.safetensors: "
+    "HTTPSConnectionPool(host='cdn-lfs-us-1.hf.co', port=443): Read timed out.",
+    "Got disconnected from remote data host. Retrying in 5sec [3/20]",
+    "DEBUG:filelock:Lock 140234567890 not acquired on /root/.cache/huggingface/hub/.locks/models--meta-llama--"
+    "Llama-3.1-8B/5ae2ffd1b0bb2a2bb3b4e8b3e3c9e7a1f0d2c4b6.lock, waiting 0.05 seconds ...",
+    "wandb: Network error (ConnectionError), entering retry loop.",
+    "wandb: 429 encountered (Filestream rate limit exceeded, retrying in 2.4 seconds.), retrying request",
+    # wandb's line when the program exits abnormally, whatever the reason: an echo
+    "wandb: ERROR Abnormal program exit",
+    # MosaicML streaming's warnings that a small dataset will repeat samples: the script's
+    # choice, and a run that goes on
+    "UserWarning: Attempting to partition 3 samples per physical node over 8 gpus. This will result in many "
+    "samples being repeated, and depending on your batching method, batches being completely dropped. Check if "
+    "your dataset has the expected number of samples.",
+    "UserWarning: Trying to partition 40 samples over 64 canonical nodes. This will result in many samples being "
+    "repeated, and depending on your batching method, batches being completely dropped. Check if your dataset has "
+    "the expected number of samples, and consider decreasing the number of canonical nodes.",
 }
 
 

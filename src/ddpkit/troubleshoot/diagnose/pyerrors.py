@@ -20,6 +20,7 @@ LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/torch/|<frozen
 # Messages that belong to a distributed failure (an echo or a cause with its own signature).
 DISTRIBUTED = re.compile(
     r"(?i)nccl|gloo|c10d|process ?group|rendezvous|tcpstore|socket|connection|timed? ?out|"
+    r"took too long|bailing out|"  # a wait given up in other words (MosaicML streaming's)
     r"timeout|watchdog|barrier|collective|all_?reduce|all_?gather|broadcast|cuda|out of memory|"
     r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
     r"local_rank|world[_ ]size|parallel size|master_addr|master_port|init_process_group|\bdevice|"
@@ -70,7 +71,7 @@ ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0
                  # NCCL's NVML queries that a container or a Jetson cannot answer: it goes on
                  "nvmlwrap.cc", "may affect performance",
                  # a metrics logger (wandb) retrying its upload or skipping a GPU metric
-                 "entering retry loop", "failed to sample metric")
+                 "entering retry loop", "failed to sample metric", "resuming normal operation")
 # (NCCL's errors end "(run with NCCL_DEBUG=INFO for details)": that INFO is no level)
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b(?! for details)")
 # (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
