@@ -2,6 +2,8 @@
 line (and every line of the message catalogue) is tried against every regex of the knowledge
 base."""
 
+import json
+
 from ddpkit.troubleshoot.diagnose.kb import anchors, needles, signatures, tokens
 from ddpkit.troubleshoot.diagnose.lines import normalise
 from ddpkit.troubleshoot.diagnose.pyerrors import ROUTINE, routine
@@ -171,3 +173,39 @@ def test_a_line_a_once_only_regex_matches_is_read_after_the_first_lines():
                    if i in every.hits and i not in gated.hits]
     assert len(first) > 100
     assert not missed, missed
+
+
+def test_the_gate_kept_between_runs_is_the_gate_worked_out(tmp_path, monkeypatch):
+    """The gate's tables come from the user's cache after the first run (half a second less for
+    every `ddpkit diagnose`): the same words and needles as working them out, a damaged file
+    worked out again and rewritten, and a cache that cannot be written costs nothing but time."""
+    from ddpkit.troubleshoot.diagnose import kb
+
+    regexes = list(Scanner(signatures()).regexes)
+    worked_out = [(needles(rx), anchors(rx)) for rx in regexes]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache = tmp_path / "ddpkit" / kb.GATE_CACHE
+
+    def fresh_process():
+        monkeypatch.setattr(kb, "_GATE", {})
+        monkeypatch.setattr(kb, "_GATE_READ", [])
+        return kb.gate_tables(regexes)
+
+    assert fresh_process() == worked_out  # cold: worked out, and written
+    assert len(json.loads(cache.read_text())) == 1 + len({kb._key(rx) for rx in regexes})
+    monkeypatch.setattr(kb, "needles", None)  # warm: nothing is worked out again
+    monkeypatch.setattr(kb, "anchors", None)
+    assert fresh_process() == worked_out
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache.write_text('{"0:broken": [1, 2, 3], ')  # damaged: worked out again, rewritten
+    assert fresh_process() == worked_out and len(json.loads(cache.read_text())) > 1000
+    stale = json.loads(cache.read_text())  # written by another version of the gate's code
+    stale["_salt"], stale[kb._key(regexes[0])] = "another ddpkit", [None, ["nosuchword"]]
+    cache.write_text(json.dumps(stale))
+    assert fresh_process() == worked_out
+    blocked = tmp_path / "blocked"  # a file where the cache folder should be: not writable
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    assert fresh_process() == worked_out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "ddpkit"]

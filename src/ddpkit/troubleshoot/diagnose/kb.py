@@ -4,9 +4,14 @@ words a line must contain before it is worth running (the scanner's cheap gate).
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
 import re
+import sys
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 from ddpkit.data import tomllib
 
@@ -353,6 +358,83 @@ def _need(items) -> tuple[str, ...] | None:
     if run:
         cands.append((run,))
     return max(cands, key=_score) if cands else None
+
+
+# ---- the gate's tables, kept between runs ----
+# Working out each regex's words and needles parses all ~2600 patterns again: half a second
+# of every `ddpkit diagnose`, however short the log. Both depend on the pattern text alone, so
+# they are kept in the user's cache ($XDG_CACHE_HOME/ddpkit, ~/.cache/ddpkit) under the pattern
+# itself: a pattern changed or added is worked out anew, and the file holds only the patterns of
+# the last run. An unreadable or unwritable cache costs the half second, nothing else.
+GATE_CACHE = "diagnose-gate-v1.json"
+
+
+def gate_cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ddpkit" / GATE_CACHE
+
+
+def _key(rx: re.Pattern) -> str:
+    return f"{rx.flags}:{rx.pattern}"
+
+
+@functools.lru_cache(maxsize=None)
+def _salt() -> str:
+    """What else the tables depend on: this module's code (the parsing, COMMON_WORDS). A cache
+    written by another version of it is not read."""
+    try:
+        code = Path(__file__).read_bytes()
+    except OSError:
+        code = repr(sorted(COMMON_WORDS)).encode()
+    return hashlib.sha1(code + sys.version.encode()).hexdigest()
+
+
+_GATE: dict[str, tuple] = {}  # this process's tables, by _key
+_GATE_READ: list[bool] = []  # the cache file was read (once per process)
+
+
+def gate_tables(regexes: list[re.Pattern]) -> list[tuple[object, frozenset[str] | None]]:
+    """(needles(rx), anchors(rx)) of each regex, from the cache where it has them."""
+    missing = [rx for rx in regexes if _key(rx) not in _GATE]
+    if missing and not _GATE_READ:
+        _GATE_READ.append(True)
+        try:
+            stored = json.loads(gate_cache_path().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stored = {}
+        if not isinstance(stored, dict) or stored.pop("_salt", None) != _salt():
+            stored = {}
+        for key, row in stored.items():
+            try:
+                need, words = row
+                _GATE[key] = (None if need is None else (tuple(need[0]), bool(need[1])),
+                              None if words is None else frozenset(words))
+            except (TypeError, ValueError, IndexError):
+                continue  # a damaged entry is worked out again
+        missing = [rx for rx in regexes if _key(rx) not in _GATE]
+    if missing:
+        for rx in missing:
+            _GATE[_key(rx)] = (needles(rx), anchors(rx))
+        _save_gate({_key(rx): _GATE[_key(rx)] for rx in regexes})
+    return [_GATE[_key(rx)] for rx in regexes]
+
+
+def _save_gate(tables: dict[str, tuple]) -> None:
+    rows: dict[str, object] = {"_salt": _salt()}
+    rows.update({key: [None if need is None else [list(need[0]), need[1]],
+                       None if words is None else sorted(words)]
+                 for key, (need, words) in tables.items()})
+    path = gate_cache_path()
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(rows), encoding="utf-8")
+        os.replace(tmp, path)  # whole or not at all: another diagnose may read it now
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:  # never made (no folder, a file in its place)
+            pass
 
 
 @functools.lru_cache(maxsize=None)

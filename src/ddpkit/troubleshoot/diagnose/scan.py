@@ -16,8 +16,7 @@ from ddpkit.troubleshoot.diagnose.kb import (
     TOKEN_TABLE,
     WIDE_PUNCT,
     Signature,
-    anchors,
-    needles,
+    gate_tables,
     tokens,
 )
 from ddpkit.troubleshoot.diagnose.lines import (
@@ -111,14 +110,14 @@ class Scanner:
                                   if re.match(r"(?:\(\?[aiLmsux]+\))?\^(?!\(\?[!=])", rx.pattern))
         self.done: set[int] = set()
         # Substrings one of which a matching line holds: a C-level test before each search.
-        self.needles = [needles(rx) if gate else None for rx in self.regexes]
+        tables = gate_tables(self.regexes) if gate else [(None, None)] * len(self.regexes)
+        self.needles = [need for need, _words in tables]
         self.by_word: dict[str, list[int]] = {}
         # No literal word of their own: they run on every line read one by one, and their
         # signature's anchors (substrings: "veth" in "veth6163fba") pick lines for reading.
         self.always: list[int] = []
         extra: set[str] = set()
-        for i, rx in enumerate(self.regexes):
-            words = anchors(rx) if gate else None
+        for i, (_need, words) in enumerate(tables):
             if words is None:
                 self.always.append(i)
                 extra.update(fallback[i])
