@@ -205,3 +205,34 @@ def test_a_rank_that_stepped_recently_is_checked_again_when_its_step_gets_old():
     sup.stall[2].join()
     sup._handle(sup.nodes[0], "out", "[rank0]:epoch 2")
     assert sup.next_check_s is None
+
+
+def test_a_rendezvous_every_node_joined_gets_one_look_more(monkeypatch, tmp_path):
+    """Every node in torchrun's rendezvous, none missing: completing, slowly on a loaded
+    machine (CI once judged a correct run HUNG there). One look more after RDZV_GRACE_S, then a
+    hang. A node that never joined gets the next silence (it may be logging in), no grace."""
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    from tests.unit.test_runs import make
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "stacks" / "rendezvous.json"
+    node = NodeStacks.from_dict(json.loads(fixture.read_text()))
+    agent = replace(node.procs[0], nnodes="2")
+    both = [replace(node, procs=(agent,)),
+            replace(node, host="node1", procs=(replace(agent, host="node1"),))]
+    monkeypatch.setattr(hang, "take_stacks", lambda *a, **k: both)
+    monkeypatch.setattr(hang, "fr_trace_available", lambda: False)
+    said: list[str] = []
+    hosts = [Host(node.host), Host("node1")]
+    watch = hang.HangWatch(hosts, [True, False], SshOptions(), "python", "r", 2,
+                           make(tmp_path, "ddpkit-cccc0003"), say=said.append, hang_timeout=4.0)
+    assert watch("hang") == hang.RDZV_GRACE_S
+    assert "every node is in torchrun's rendezvous" in said[0]
+    assert watch("hang") is True and watch.report.rendezvous.startswith("rendezvous incomplete")
+    monkeypatch.setattr(hang, "take_stacks", lambda *a, **k: both[:1])  # node1 never joined
+    lonely = hang.HangWatch(hosts, [True, False], SshOptions(), "python", "r", 2,
+                            make(tmp_path, "ddpkit-cccc0004"), say=said.append, hang_timeout=4.0)
+    assert lonely("hang") is False and "node1: no torchrun yet" in said[-1]
+    assert lonely("hang") is True and lonely.report.stragglers == ("node1",)

@@ -74,6 +74,9 @@ def nodes_found(nodes) -> bool:
     return any(n.procs for n in nodes)
 
 
+RDZV_GRACE_S = 30.0
+
+
 class HangWatch:
     """The supervisor's on_stall: called in a thread with why ("hang", "SIGINT"); returns
     False when a silent run is busy after all (then it is called again after the next
@@ -92,6 +95,7 @@ class HangWatch:
         self.took_s = 0.0
         self.say = say or (lambda text: None)
         self.busy_before: tuple[str, ...] = ()
+        self.rdzv_grace = False  # the one look more an all-joined rendezvous gets
         self.hang_timeout = hang_timeout
         self.flight: FlightReport | None = None
         self.fr_summary: dict = {}  # rank -> what its node brought back (raw dumps apart)
@@ -125,6 +129,14 @@ class HangWatch:
             # look again when the hang timeout has passed since the last step, not a whole
             # hang timeout after this check
             return max(1.0, self.hang_timeout - min(r.step_age_s or 0.0 for r in moving))
+        if why == "hang" and report.rendezvous and self._all_joined(nodes) and not self.rdzv_grace:
+            # Every node is in the rendezvous and none is missing: it is completing, slowly on a
+            # loaded machine (CI once judged a correct run HUNG here, its workers about to
+            # start). One look more after RDZV_GRACE_S; still there then, it is a hang.
+            self.rdzv_grace = True
+            self.say(_("ddpkit: no output for a while, but not hung: every node is in torchrun's "
+                       "rendezvous; looking again in {seconds:.0f} s").format(seconds=RDZV_GRACE_S))
+            return RDZV_GRACE_S
         working = busy(nodes) if why == "hang" else ()
         seen = busy_fingerprint(nodes) if why == "hang" else ()
         if why == "hang" and report.rendezvous:
@@ -144,6 +156,15 @@ class HangWatch:
         self.why, self.report, self.took_s = why, report, time.monotonic() - t0
         self._keep_dumps(nodes)
         return True
+
+    def _all_joined(self, nodes) -> bool:
+        """Every host of the launch has its torchrun in the rendezvous, and asks for no more
+        nodes than the launch has."""
+        agents = [p for n in nodes for p in n.procs if p.role == "agent"]
+        joined = {p.host for p in agents if place_of(p).kind == "rendezvous"}
+        wants = {p.nnodes.split(":")[-1] for p in agents if p.nnodes}
+        return joined >= {h.name for h in self.hosts} and all(
+            w.isdigit() and int(w) <= len(self.hosts) for w in wants)
 
     def announce(self) -> None:
         """The supervisor judged the run hung and starts the teardown: name the straggler now,
