@@ -129,7 +129,7 @@ class HangWatch:
             # look again when the hang timeout has passed since the last step, not a whole
             # hang timeout after this check
             return max(1.0, self.hang_timeout - min(r.step_age_s or 0.0 for r in moving))
-        if why == "hang" and report.rendezvous and self._all_joined(nodes) and not self.rdzv_grace:
+        if why == "hang" and report.rendezvous and not report.stragglers and not self.rdzv_grace:
             # Every node is in the rendezvous and none is missing: it is completing, slowly on a
             # loaded machine (CI once judged a correct run HUNG here, its workers about to
             # start). One look more after RDZV_GRACE_S; still there then, it is a hang.
@@ -156,15 +156,6 @@ class HangWatch:
         self.why, self.report, self.took_s = why, report, time.monotonic() - t0
         self._keep_dumps(nodes)
         return True
-
-    def _all_joined(self, nodes) -> bool:
-        """Every host of the launch has its torchrun in the rendezvous, and asks for no more
-        nodes than the launch has."""
-        agents = [p for n in nodes for p in n.procs if p.role == "agent"]
-        joined = {p.host for p in agents if place_of(p).kind == "rendezvous"}
-        wants = {p.nnodes.split(":")[-1] for p in agents if p.nnodes}
-        return joined >= {h.name for h in self.hosts} and all(
-            w.isdigit() and int(w) <= len(self.hosts) for w in wants)
 
     def announce(self) -> None:
         """The supervisor judged the run hung and starts the teardown: name the straggler now,

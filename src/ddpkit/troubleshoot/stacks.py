@@ -319,7 +319,9 @@ def _rendezvous(nodes, agents, hosts) -> tuple[str, list[str]]:
     if need and need > len(known):
         text += _("; torchrun --nnodes {want} but only {n} node(s) run it: a wrong --nnodes, "
                   "or nodes missing from the host list").format(want=want, n=len(known))
-    return text, never or ([f"--nnodes {want}"] if need else [])
+    # stragglers: the hosts that never joined, else a --nnodes the hosts cannot meet; none
+    # when every node joined and the count is met (a rendezvous still completing)
+    return text, never or ([f"--nnodes {want}"] if need > len(known) else [])
 
 
 def _problems(nodes: list[NodeStacks]):
