@@ -8,6 +8,8 @@ import sys
 import pytest
 from torch.distributed.elastic.multiprocessing import tail_log
 
+from ddpkit.launch.hosts import Host
+from ddpkit.launch.plan import LaunchOptions, NodeFacts, make_plan
 from ddpkit.nodeside import source
 from ddpkit.nodeside import torchrun as wrapper
 
@@ -62,22 +64,22 @@ def test_it_is_torchrun_itself(tmp_path):
     assert "--nproc-per-node" in done.stdout and "--rdzv-endpoint" in done.stdout
 
 
-def test_the_guard_gives_torchrun_its_log_directory(tmp_path):
-    """The tee needs --log-dir; the guard puts it right after torchrun, not among the
-    script's own arguments."""
-    cfg = {"argv": ["/venv/bin/python", "@TMP@/bin/torchrun", "--nnodes", "1", "--",
-                    "@TMP@/ddpkit_bootstrap.py", "train.py", "--log-dir", "mine"],
-           "files": {"bin/torchrun": source("torchrun")}, "log_dir_flag": True}
+@pytest.mark.parametrize("engine, flag", [("torchrun", "--log-dir"), ("accelerate", "--log_dir")])
+def test_torchrun_gets_a_log_directory_in_the_nodes_run_folder(tmp_path, engine, flag):
+    """The tee needs a log directory (else torchrun leaves one in /tmp per run): the plan names
+    one in the node's run folder, among the launcher's options, never among the script's own
+    arguments, and the guard makes it the folder it removes at the end."""
+    opts = LaunchOptions(script="train.py", script_args=("--log-dir", "mine"), engine=engine,
+                         python="/venv/bin/python")
+    plan = make_plan([Host("localhost", 2)], opts, {}, [NodeFacts(local=True)]).nodes[0]
+    launcher = plan.argv[:plan.argv.index("train.py")]
+    assert launcher.count(flag) == 1 and "mine" not in launcher
+    at = launcher.index(flag)
+    assert plan.argv[at + 1] == "@TMP@/logs"
     guard = {}  # the guard is a script (it runs main() at its end): its functions without that
     exec(compile(source("guard").rsplit("\nmain()", 1)[0], "guard.py", "exec"), guard)
+    cfg = {"argv": list(plan.argv), "files": {"bin/torchrun": source("torchrun")}}
     argv, _env = guard["command"](cfg, str(tmp_path))
-    assert argv[:4] == ["/venv/bin/python", f"{tmp_path}/bin/torchrun", "--log-dir", f"{tmp_path}/logs"]
-    assert argv[-2:] == ["--log-dir", "mine"]
+    assert argv[:2] == ["/venv/bin/python", f"{tmp_path}/bin/torchrun"]
+    assert argv[at:at + 2] == [flag, f"{tmp_path}/logs"] and argv[-2:] == ["--log-dir", "mine"]
     assert (tmp_path / "bin" / "torchrun").read_text() == source("torchrun")
-    # accelerate's launcher through the same file: its own --log_dir, after its module, once
-    cfg["argv"] = ["/venv/bin/python", "@TMP@/bin/torchrun", "-m", "accelerate.commands.launch",
-                   "--num_machines", "1", "train.py"]
-    argv, _env = guard["command"](cfg, str(tmp_path))
-    assert argv[1:6] == [f"{tmp_path}/bin/torchrun", "-m", "accelerate.commands.launch", "--log_dir",
-                         f"{tmp_path}/logs"]
-    assert "--log-dir" not in argv

@@ -30,6 +30,7 @@ BOOTSTRAP = "@TMP@/ddpkit_bootstrap.py"
 # pytorch/pytorch#143823); `-m accelerate.commands.launch` after it: accelerate's, whose agent
 # is torchrun's in its own process. Named torchrun, so that `ddpkit stacks` knows the agent.
 TORCHRUN = "@TMP@/bin/torchrun"
+LOGS = "@TMP@/logs"  # torchrun's per-rank files, in the node's run folder the guard removes
 # torchrun's --nproc-per-node words, resolved per node from the probe (torch/distributed/run.py
 # determine_local_world_size): gpu = GPUs, cpu = CPUs, auto = GPUs if any, else CPUs.
 NPROC_WORDS = ("gpu", "cpu", "auto")
@@ -313,7 +314,8 @@ def _torchrun_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: str, mast
         if local_addr:
             # The address this node publishes to the others (else its FQDN, often loopback).
             argv += ["--local-addr", local_addr]
-    argv += ["--max-restarts", str(opts.max_restarts), "--tee", "3"]
+    # the tee needs a log directory; left to itself torchrun leaves one in /tmp per run
+    argv += ["--max-restarts", str(opts.max_restarts), "--tee", "3", "--log-dir", LOGS]
     if opts.module and not _bootstrapped(opts):
         argv += ["--module"]
     if opts.no_python:
@@ -341,7 +343,8 @@ def _accelerate_argv(opts: LaunchOptions, nnodes: int, rank: int, nproc: int,
     argv = [opts.python, TORCHRUN, "-m", "accelerate.commands.launch", "--num_machines", str(nnodes),
             "--machine_rank", str(rank), "--num_processes", str(total),
             "--main_process_port", str(opts.port), "--mixed_precision", "no",
-            "--dynamo_backend", "no", "--max_restarts", str(opts.max_restarts), "--tee", "3"]
+            "--dynamo_backend", "no", "--max_restarts", str(opts.max_restarts), "--tee", "3",
+            "--log_dir", LOGS]
     if nnodes > 1:
         argv += ["--main_process_ip", master, "--same_network"]
     if total > 1:

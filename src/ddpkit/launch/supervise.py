@@ -136,7 +136,7 @@ class Supervisor:
 
     def _start(self, node: NodeRun) -> None:
         config = {"argv": list(node.plan.argv), "env": dict(node.plan.env),
-                  "cwd": node.plan.workdir, "grace": self.grace, "log_dir_flag": True,
+                  "cwd": node.plan.workdir, "grace": self.grace,
                   "files": self.files, "heartbeat": self.heartbeat_timeout,
                   "clean_env": node.plan.clean_env}
         argv = self._argv(node)

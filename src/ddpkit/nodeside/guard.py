@@ -3,7 +3,8 @@
 # Started as `python -c "<loader>" ddpkit-guard RUN_ID` (see supervise.GUARD_LOADER): the loader
 # reads this source from stdin's first line (a JSON string), so `ps` shows a short command line.
 # stdin, next line: JSON {"argv": [...], "env": {...}, "cwd": "...", "grace": 5,
-#                          "files": {"name": "text"}, "log_dir_flag": true}
+#                          "files": {"name": "text"}}; "@TMP@" in argv and env is the node's run
+#                          folder (the files are written there, and it is removed at the end)
 # After that line stdin stays open for the whole run. EOF on stdin means "stop": the launcher
 # closed it (teardown), or it died (SIGKILL), or its SSH session dropped. Then the whole process
 # tree is terminated: TERM, then KILL after the grace period. The guard is a child subreaper,
@@ -130,16 +131,6 @@ def command(cfg, tmp):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             f.write(text)
-    if cfg.get("log_dir_flag"):
-        # torchrun's tee needs a log directory; left to itself it leaves one in /tmp per run
-        # (after torchrun's module, or ddpkit's torchrun: nodeside/torchrun.py, the file bin/torchrun)
-        for module, flag in (("torch.distributed.run", "--log-dir"),
-                             ("accelerate.commands.launch", "--log_dir")):
-            at = [i for i, a in enumerate(cfg["argv"]) if a == module or (
-                module == "torch.distributed.run" and a == "@TMP@/bin/torchrun"
-                and "accelerate.commands.launch" not in cfg["argv"])]
-            if at:
-                argv[at[0] + 1:at[0] + 1] = [flag, os.path.join(tmp, "logs")]
     env = dict(os.environ)
     if cfg.get("clean_env"):
         # only what a process needs to run; everything else comes from the launcher's list

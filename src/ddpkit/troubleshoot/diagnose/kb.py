@@ -390,14 +390,15 @@ def _salt() -> str:
 
 
 _GATE: dict[str, tuple] = {}  # this process's tables, by _key
-_GATE_READ: list[bool] = []  # the cache file was read (once per process)
+_gate_read = False  # the cache file was read (once per process)
 
 
 def gate_tables(regexes: list[re.Pattern]) -> list[tuple[object, frozenset[str] | None]]:
     """(needles(rx), anchors(rx)) of each regex, from the cache where it has them."""
+    global _gate_read
     missing = [rx for rx in regexes if _key(rx) not in _GATE]
-    if missing and not _GATE_READ:
-        _GATE_READ.append(True)
+    if missing and not _gate_read:
+        _gate_read = True
         try:
             stored = json.loads(gate_cache_path().read_text(encoding="utf-8"))
         except (OSError, ValueError):

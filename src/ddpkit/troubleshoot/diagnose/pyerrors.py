@@ -7,7 +7,10 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
+from ddpkit.data import load_toml
 from ddpkit.troubleshoot.diagnose.lines import Line
+
+_WORDING = load_toml("log_wording.toml")
 
 # A frame of a Python traceback, also as faulthandler ("File "x", line 3 in f") and some stack
 # printers ("File: "x", line 3, in f") write it.
@@ -17,19 +20,9 @@ EXCEPTION = re.compile(
     r"|KeyError|StopIteration|AssertionError))(?::\s?(?P<msg>.*))?$")
 # Paths of library code: an exception raised there is not "the user's line".
 LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/torch/|<frozen|^<")
-# Messages that belong to a distributed failure (an echo or a cause with its own signature).
-DISTRIBUTED = re.compile(
-    r"(?i)nccl|gloo|c10d|process ?group|rendezvous|tcpstore|socket|connection|timed? ?out|"
-    r"took too long|bailing out|"  # a wait given up in other words (MosaicML streaming's)
-    r"timeout|watchdog|barrier|collective|all_?reduce|all_?gather|broadcast|cuda|out of memory|"
-    r"\bmpi|horovod|deepspeed|nvml|sigabrt|sigkill|signal \d|killed|elastic|peer|"
-    r"local_rank|world[_ ]size|parallel size|master_addr|master_port|init_process_group|\bdevice|"
-    # the collective libraries of other accelerators (Ascend's HCCL, Intel's oneCCL, Gaudi's bridge), torch RPC
-    r"hccl|\bccl\b|oneccl|\bcomm init\b|\brpc\b|"
-    # a framework's hang detector raising (FlagScale's HangError), fault tolerance's quorum (torchft)
-    r"\bhang(?:s|ing|ed)?\b|\bquorum\b|lighthouse|should_commit|"
-    # the node's kernel compilers failing under torch.compile (their own signatures)
-    r"ptxas|\binductor\b|cppcompileerror")
+# Messages that belong to a distributed failure (an echo or a cause with its own signature);
+# their words, each with why it is there, are data/log_wording.toml's.
+DISTRIBUTED = re.compile("(?i)" + "|".join(_WORDING["distributed"]))
 # The interpreter's own messages when what it was told to run is not there (no traceback, exit
 # code 2): (a substring every such line holds, its regex, the exception it stands for).
 MISSING_TARGET = (
@@ -64,26 +57,11 @@ ERRORISH = re.compile(
 # a health check that found no error, a metrics logger's retries. On an ASCII line the test is
 # a few substring tests (ROUTINE_WORDS, lower case) and two small regexes; ROUTINE, all of them
 # in one regex, reads the other lines (its case-insensitive alternatives try every one at each
-# character: 1.7 ms on a 4000-character line).
-ROUTINE_WORDS = ("warning", "deprecat", "will be removed", "no error", "error: 0", "errors: 0",
-                 "error_file: <n/a>", "help message", "help / error messages", "libibverbs",
-                 "libnccl-net", "net/plugin", "could not find a path for pattern",
-                 # NCCL's NVML queries that a container or a Jetson cannot answer: it goes on
-                 "nvmlwrap.cc", "may affect performance",
-                 # a metrics logger (wandb) retrying its upload or skipping a GPU metric
-                 "entering retry loop", "failed to sample metric", "resuming normal operation")
+# character: 1.7 ms on a 4000-character line). The words are data: data/log_wording.toml.
+ROUTINE_WORDS = tuple(_WORDING["routine_words"])
 # (NCCL's errors end "(run with NCCL_DEBUG=INFO for details)": that INFO is no level)
 ROUTINE_CASED = re.compile(r"^\[?[IW]\d{4} |NCCL INFO|\bINFO\b(?! for details)")
-# (nccl-tests' table header: older releases name the check column "error", not "#wrong"; torch
-# 2.x's store trying IPv6 first on a host without it, then connecting over IPv4: harmless; a
-# prompt that waits a while for an answer, "Enter your choice: (30 second timeout)"; the AWS
-# OFI plugin failing to start where there is no EFA: NCCL goes on with its own sockets)
-ROUTINE_LOWER = re.compile(r"\b0 errors?\b|\bno (?:\w+ )?errors? (?:was |were )?(?:found|detected)\b|#\s*wrong|algbw\s+busbw|\(\d+ ?(?:seconds?|secs?|s) timeout\)|"
-                           r"net/ofi (?:failed to initialize \w+ protocol|aws-ofi-nccl initialization "
-                           r"failed|initializing plugin failed)|"
-                           r"client socket has failed to connect to \[[^\]]*\]:\d+ \(errno: 99 - "
-                           r"cannot assign requested address\)|"
-                           r"cannot be initialized on \[::\]:\d+ \(errno: 97 - ")
+ROUTINE_LOWER = re.compile("|".join(_WORDING["routine_lower"]))
 ROUTINE = re.compile(ROUTINE_CASED.pattern + "|(?i:" + "|".join(map(re.escape, ROUTINE_WORDS))
                      + "|" + ROUTINE_LOWER.pattern + ")")
 
