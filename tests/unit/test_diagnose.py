@@ -383,9 +383,15 @@ def test_a_horovod_stall_is_a_desync_and_a_missing_submodule_is_the_scripts():
     assert stall[0].category == "nccl_timeout_or_desync"
     missing = diagnose(["Traceback (most recent call last):",
                         '  File "/w/finetune.py", line 3, in <module>',
+                        "    from mytrainer.deepspeed_utils import HfDeepSpeedConfig",
+                        "ModuleNotFoundError: No module named 'mytrainer.deepspeed_utils'"])
+    assert missing[0].category == "script_error"
+    # a module a framework's release removed (transformers.deepspeed, gone after 4.45): its release
+    removed = diagnose(["Traceback (most recent call last):",
+                        '  File "/w/finetune.py", line 3, in <module>',
                         "    from transformers.deepspeed import HfDeepSpeedConfig",
                         "ModuleNotFoundError: No module named 'transformers.deepspeed'"])
-    assert missing[0].category == "script_error"
+    assert (removed[0].category, removed[0].id) == ("version_mismatch", "framework-name-missing-in-release")
 
 
 @pytest.mark.parametrize("log", [
@@ -2932,7 +2938,90 @@ def test_a_rank_held_up_by_its_data_or_a_service_is_named(lines, category, sid):
      "Because `predownload` was not specified, it will default to 8*batch_size if batch_size is not None, "
      "otherwise 64.",
      "Too many dataloader workers: 8 (max is dataset.num_shards=2). Stopping 6 dataloader workers."],
+    # deprecations announced by the frameworks (round 24), NCCL not finding optional plugins
+    ["/opt/conda/lib/python3.8/site-packages/pytorch_lightning/trainer/connectors/accelerator_connector.py:447: "
+     "LightningDeprecationWarning: Setting `Trainer(gpus=4)` is deprecated in v1.7 and will be removed in v2.0. "
+     "Please use `Trainer(accelerator='gpu', devices=4)` instead.",
+     "/usr/local/lib/python3.10/dist-packages/accelerate/accelerator.py:446: FutureWarning: Passing the "
+     "following arguments to `Accelerator` is deprecated and will be removed in version 1.0 of Accelerate: "
+     "dict_keys(['dispatch_batches', 'split_batches']).",
+     "node1:2345:2345 [0] NCCL INFO NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol."],
 ], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health", "node-environment",
-        "extensions", "services-and-loaders"])
-def test_routine_lines_of_rounds_eighteen_to_twenty_three_are_no_finding(lines):
+        "extensions", "services-and-loaders", "api-deprecations"])
+def test_routine_lines_of_rounds_eighteen_to_twenty_four_are_no_finding(lines):
     assert diagnose(lines) == []
+
+
+@pytest.mark.parametrize("lines, sid", [
+    # Lightning < 1.5 given a script written for 1.5+ (Python 3.7 names only __init__)
+    (["Traceback (most recent call last):", '  File "main.py", line 55, in main',
+      "    limit_train_batches=50 if hparams.test_run else 1.0",
+      '  File "/root/miniconda3/lib/python3.7/site-packages/pytorch_lightning/trainer/connectors/'
+      'env_vars_connector.py", line 40, in insert_env_defaults', "    return fn(self, **kwargs)",
+      "TypeError: __init__() got an unexpected keyword argument 'strategy'"],
+     "trainer-option-removed-or-added"),
+    (["ValueError: You selected an invalid accelerator name: `accelerator='ddp'`. Available names are: cpu, "
+      "cuda, hpu, ipu, mps, tpu."], "trainer-strategy-name-renamed"),
+    (["NotImplementedError: The `pl.plugins.DDPPlugin` class was deprecated in v1.6 and is no longer supported "
+      "as of v1.8. Use `pl.strategies.DDPStrategy` instead."], "framework-api-removed-in-release"),
+    (['  File "/work/train.py", line 3, in <module>', "    from lightning.pytorch.plugins import DDPPlugin",
+      "ImportError: cannot import name 'DDPPlugin' from 'pytorch_lightning.plugins' "
+      "(/usr/local/lib/python3.10/site-packages/pytorch_lightning/plugins/__init__.py)"],
+     "framework-name-missing-in-release"),
+    (["ValueError: 'XLA' is not a valid DistributedType"], "accelerate-config-from-another-release"),
+    (["RuntimeError: Torch version must be 2.5 or higher to use symmetric memory. Current version: 2.4.1+cu124"],
+     "library-needs-another-release"),
+    (["AssertionError: --model-parallel-size is no longer valid, use --tensor-model-parallel-size instead"],
+     "framework-api-removed-in-release"),
+])
+def test_code_written_for_another_release_of_a_framework_is_a_version_mismatch(lines, sid):
+    """Catalogue round twenty-four: a framework's constructor, strategy name, hook or module that
+    the installed release renamed or removed is a version mismatch, not the script's own error."""
+    top = diagnose(lines)[0]
+    assert (top.category, top.id) == ("version_mismatch", sid)
+
+
+@pytest.mark.parametrize("lines, category, sid", [
+    (["node1:2345:2345 [0] misc/argcheck.cc:43 NCCL WARN AllReduce : invalid type 9",
+      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1191, invalid "
+      "argument, NCCL version 2.8.4"], "version_mismatch", "nccl-library-older-than-headers"),
+    (["node1:2345:2345 [0] misc/argcheck.cc:39 NCCL WARN Broadcast : invalid root 8 (root should be in the "
+      "0..3 range)"], "ddp_usage_error", "nccl-root-outside-group"),
+    (["node1:2345:2345 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Invalid argument"],
+     "shared_memory_docker", "nccl-shm-segment-refused"),
+    (["[1,0]<stderr>:RuntimeError: Internal error. Requested ReadyEvent with GPU device but not compiled with "
+      "CUDA."], "horovod_specific", "horovod-built-without-gpu-ops"),
+    # NCCL 2.4.2's shm transport: the CUDA call's own line, the excerpt ends before NCCL names it
+    (["heinzel135:151780:151928 [2] include/shm.h:42 NCCL WARN Cuda failure 'invalid argument'",
+      "heinzel135:151780:151928 [2] NCCL INFO transport/shm.cu:187 -> 1",
+      "heinzel135:151780:151928 [2] NCCL INFO init.cu:658 -> 1"],
+     "version_mismatch", "nccl-unhandled-cuda-error-release"),
+])
+def test_the_communication_stacks_releases_and_checks(lines, category, sid):
+    """Catalogue round twenty-four: NCCL refusing what its release does not know, its checks of
+    roots and communicators, its shared memory, Horovod built without its GPU operations."""
+    top = diagnose(lines)[0]
+    assert (top.category, top.id) == (category, sid)
+
+
+def test_a_cli_that_takes_the_launchers_local_rank_for_its_command_is_the_launch():
+    """DeepSpeed's launcher puts --local_rank=N first; a CLI with sub-commands (LLaMA-Factory's)
+    reads it as the command: the launch, not the script's error."""
+    top = diagnose(["Traceback (most recent call last):",
+                    '  File "/home/u/envs/t/lib/python3.10/site-packages/llmtuner/cli.py", line 75, in main',
+                    '    raise NotImplementedError("Unknown command: {}".format(command))',
+                    "NotImplementedError: Unknown command: --local_rank=0"])[0]
+    assert (top.category, top.id) == ("launcher_misuse", "fire-could-not-consume-local-rank")
+
+
+def test_a_hang_of_unbatched_point_to_point_sends_is_a_desync_first():
+    """torch's notice that an unbatched send/recv creates a 2-rank communicator: in a run that
+    hung, ranks pairing their sends and receives in another order come before P2P."""
+    lines = ["$ torchrun --standalone --nproc_per_node=3 pipeline_1f1b.py",
+             "An unbatched P2P op (send/recv) was called on this ProcessGroup with size 3.",
+             "In lazy initialization mode, this will result in a new 2-rank NCCL communicator",
+             "to be created."]
+    found = diagnose_report(lines, hung=True).findings
+    assert found[0].category == "nccl_timeout_or_desync"
+    assert "hang-unbatched-p2p" in [s["signature"] for s in found[0].evidence["supporting"]]
+    assert diagnose(lines) == []  # a run that goes on prints it too
