@@ -217,7 +217,7 @@ SPLITS = {"public": "train", "local": "train", "heldout": "heldout", "success": 
           "healthy16": "healthy", "healthy17": "healthy", "healthy18": "healthy",
           "healthy19": "healthy", "healthy20": "healthy", "healthy21": "healthy", "healthy22": "healthy",
           "healthy23": "healthy", "healthy24": "healthy", "healthy25": "healthy",
-          "healthy26": "healthy", "healthy27": "healthy"}  # and every unseen* folder is a split
+          "healthy26": "healthy", "healthy27": "healthy", "healthy28": "healthy"}  # and every unseen* folder is a split
 # of its own name; healthy2 (gathered by two helpers after the message catalogue's rules were
 # written, frozen, first look measured once) joins the healthy pool, as does healthy3 (gathered
 # with unseen11/unseen12 after the hang ranking was written)

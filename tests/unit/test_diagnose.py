@@ -3025,3 +3025,18 @@ def test_a_hang_of_unbatched_point_to_point_sends_is_a_desync_first():
     assert found[0].category == "nccl_timeout_or_desync"
     assert "hang-unbatched-p2p" in [s["signature"] for s in found[0].evidence["supporting"]]
     assert diagnose(lines) == []  # a run that goes on prints it too
+
+
+def test_srun_binding_cpus_outside_the_step_is_the_launch():
+    """A --cpu-bind mask template for whole nodes on a shared allocation: Slurm aborts the step."""
+    top = diagnose(["srun: error: CPU binding outside of job step allocation, allocated CPUs are:",
+                    "  0x001E1E1E1E1E1E1E001E1E1E1E1E1E1E"])[0]
+    assert (top.category, top.id) == ("launcher_misuse", "slurm-cpu-binding-outside-allocation")
+
+
+def test_cudnn_loading_its_parts_from_two_installs_is_a_version_mismatch():
+    """cuDNN 9's sub-libraries from a pip wheel beside an NGC image's libcudnn (LD_LIBRARY_PATH):
+    its own status says so, and it is not the script's error."""
+    top = diagnose(["RuntimeError: CUDNN_BACKEND_TENSOR_DESCRIPTOR cudnnFinalize failed",
+                    "ptrDesc->finalize() cudnn_status: CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED"])[0]
+    assert (top.category, top.id) == ("version_mismatch", "cudnn-runtime-older-than-torch-build")
