@@ -3040,3 +3040,24 @@ def test_cudnn_loading_its_parts_from_two_installs_is_a_version_mismatch():
     top = diagnose(["RuntimeError: CUDNN_BACKEND_TENSOR_DESCRIPTOR cudnnFinalize failed",
                     "ptrDesc->finalize() cudnn_status: CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED"])[0]
     assert (top.category, top.id) == ("version_mismatch", "cudnn-runtime-older-than-torch-build")
+
+
+def test_a_device_past_the_visible_gpus_in_torchs_lazy_init_is_the_device():
+    """Ray rewrote the visible devices and set_device(local_rank) reached past them: torch's lazy
+    CUDA init fails on that device's generator, a wrong device, not the script's IndexError."""
+    top = diagnose(['  File "venv/lib/python3.11/site-packages/torch/cuda/random.py", line 126, in cb',
+                    "    default_generator = torch.cuda.default_generators[i]",
+                    "IndexError: tuple index out of range",
+                    '  File "OpenRLHF/openrlhf/utils/deepspeed.py", line 87, in setup_distributed',
+                    "    torch.cuda.set_device(self.args.local_rank)",
+                    "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: "
+                    "tuple index out of range"])[0]
+    assert (top.category, top.id) == ("duplicate_gpu_or_wrong_device", "cuda-invalid-device-ordinal")
+
+
+def test_a_librarys_elastic_agent_behind_torchs_signature_is_a_version_mismatch():
+    top = diagnose(["rogpt1:   File \"/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/agent/"
+                    "server/api.py\", line 556, in _rendezvous", "rogpt1:     self._set_master_addr_port(",
+                    "rogpt1: TypeError: DSElasticAgent._set_master_addr_port() takes 3 positional arguments "
+                    "but 4 were given"])[0]
+    assert (top.category, top.id) == ("version_mismatch", "framework-api-removed-in-release")
