@@ -2945,7 +2945,10 @@ def test_a_rank_held_up_by_its_data_or_a_service_is_named(lines, category, sid):
      "/usr/local/lib/python3.10/dist-packages/accelerate/accelerator.py:446: FutureWarning: Passing the "
      "following arguments to `Accelerator` is deprecated and will be removed in version 1.0 of Accelerate: "
      "dict_keys(['dispatch_batches', 'split_batches']).",
-     "node1:2345:2345 [0] NCCL INFO NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol."],
+     "node1:2345:2345 [0] NCCL INFO NET/Plugin: Failed to find ncclCollNetPlugin_v8 symbol.",
+     # a warning that names a release it needs, and falls back: the run goes on
+     "UserWarning: Flash attention requires PyTorch 2.0 or higher; falling back to the math kernel",
+     "Warning: the old loader is deprecated and no longer supported, use the new one"],
 ], ids=["pod-networking", "hpc-containers", "overlay-networks", "gpu-health", "node-environment",
         "extensions", "services-and-loaders", "api-deprecations"])
 def test_routine_lines_of_rounds_eighteen_to_twenty_four_are_no_finding(lines):
