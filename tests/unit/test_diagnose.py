@@ -3064,3 +3064,25 @@ def test_a_librarys_elastic_agent_behind_torchs_signature_is_a_version_mismatch(
                     "rogpt1: TypeError: DSElasticAgent._set_master_addr_port() takes 3 positional arguments "
                     "but 4 were given"])[0]
     assert (top.category, top.id) == ("version_mismatch", "framework-api-removed-in-release")
+
+
+@pytest.mark.parametrize("lines", [
+    # the script's own classes rejecting a keyword: its error, not a framework's release
+    ["TypeError: Trainer.__init__() got an unexpected keyword argument 'lr'"],
+    ["TypeError: GradAccelerator.__init__() got an unexpected keyword argument 'steps'"],
+    ["TypeError: Pooler.__init__() got an unexpected keyword argument 'strategy'"],
+])
+def test_a_users_own_class_rejecting_a_keyword_names_no_release(lines):
+    assert [f.category for f in diagnose(lines)] in ([], ["unknown"], ["script_error"])
+
+
+@pytest.mark.parametrize("lines", [
+    # a warning that quotes a caught exception naming a release, then falls back; a run goes on
+    ["[WARNING] [utils.py:55:try_import_te] Transformer Engine not used (ImportError: Transformer Engine "
+     "requires PyTorch 2.1 or higher); falling back to local layers", "epoch 2 loss 0.31"],
+    ["WARNING:root:Could not enable fused optimizer: RuntimeError: apex version must be 0.1.2 or higher, "
+     "using torch.optim.AdamW", "epoch 2 loss 0.31"],
+    ["Unknown option: --local_rank=0, ignoring", "epoch 2 loss 0.31"],
+])
+def test_a_warning_that_falls_back_is_no_cause(lines):
+    assert diagnose(lines) == []

@@ -72,7 +72,9 @@ def test_torchrun_gets_a_log_directory_in_the_nodes_run_folder(tmp_path, engine,
     opts = LaunchOptions(script="train.py", script_args=("--log-dir", "mine"), engine=engine,
                          python="/venv/bin/python")
     plan = make_plan([Host("localhost", 2)], opts, {}, [NodeFacts(local=True)]).nodes[0]
-    launcher = plan.argv[:plan.argv.index("train.py")]
+    # torchrun's own options end at "--"; accelerate's at the script (the bootstrap)
+    end = "--" if engine == "torchrun" else "@TMP@/ddpkit_bootstrap.py"
+    launcher = plan.argv[:plan.argv.index(end)]
     assert launcher.count(flag) == 1 and "mine" not in launcher
     at = launcher.index(flag)
     assert plan.argv[at + 1] == "@TMP@/logs"

@@ -12,7 +12,7 @@
 # from a correct run under load). Here a finished rank's file is read once more, to its end,
 # before its thread stops: every line the rank wrote reaches the console.
 #
-# Named `torchrun` so that `ddpkit stacks` and the guard know it as torchrun. Stdlib and torch
+# Named `torchrun` so that `ddpkit stacks` knows it as torchrun. Stdlib and torch
 # only; with a torch whose tail_log differs, torchrun runs as it is.
 import runpy
 import sys

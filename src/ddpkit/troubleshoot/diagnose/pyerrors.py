@@ -10,7 +10,21 @@ from dataclasses import dataclass, field
 from ddpkit.data import load_toml
 from ddpkit.troubleshoot.diagnose.lines import Line
 
-_WORDING = load_toml("log_wording.toml")
+
+def _wording() -> dict[str, list[str]]:
+    """data/log_wording.toml, checked: an empty entry would match every line, and the words are
+    tested on the lower-cased line (so they are lower-cased here)."""
+    raw = load_toml("log_wording.toml")
+    out = {}
+    for key in ("distributed", "routine_words", "routine_lower"):
+        entries = raw.get(key)
+        if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+            raise ValueError(f"data/log_wording.toml: '{key}' must be a list of non-empty strings")
+        out[key] = [e.lower() for e in entries] if key == "routine_words" else entries
+    return out
+
+
+_WORDING = _wording()
 
 # A frame of a Python traceback, also as faulthandler ("File "x", line 3 in f") and some stack
 # printers ("File: "x", line 3, in f") write it.
