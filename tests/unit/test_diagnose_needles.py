@@ -188,7 +188,7 @@ def test_the_gate_kept_between_runs_is_the_gate_worked_out(tmp_path, monkeypatch
 
     def fresh_process():
         monkeypatch.setattr(kb, "_GATE", {})
-        monkeypatch.setattr(kb, "_gate_read", False)
+        kb._stored_gate.cache_clear()
         return kb.gate_tables(regexes)
 
     assert fresh_process() == worked_out  # cold: worked out, and written

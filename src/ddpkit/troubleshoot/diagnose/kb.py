@@ -390,33 +390,37 @@ def _salt() -> str:
 
 
 _GATE: dict[str, tuple] = {}  # this process's tables, by _key
-_gate_read = False  # the cache file was read (once per process)
+
+
+@functools.lru_cache(maxsize=None)
+def _stored_gate() -> dict[str, tuple]:
+    """The cache file's tables (read once per process); {} when absent, damaged or stale."""
+    try:
+        stored = json.loads(gate_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(stored, dict) or stored.pop("_salt", None) != _salt():
+        return {}
+    out = {}
+    for key, row in stored.items():
+        try:
+            need, words = row
+            out[key] = (None if need is None else (tuple(need[0]), bool(need[1])),
+                        None if words is None else frozenset(words))
+        except (TypeError, ValueError, IndexError):
+            continue  # a damaged entry is worked out again
+    return out
 
 
 def gate_tables(regexes: list[re.Pattern]) -> list[tuple[object, frozenset[str] | None]]:
     """(needles(rx), anchors(rx)) of each regex, from the cache where it has them."""
-    global _gate_read
     missing = [rx for rx in regexes if _key(rx) not in _GATE]
-    if missing and not _gate_read:
-        _gate_read = True
-        try:
-            stored = json.loads(gate_cache_path().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            stored = {}
-        if not isinstance(stored, dict) or stored.pop("_salt", None) != _salt():
-            stored = {}
-        for key, row in stored.items():
-            try:
-                need, words = row
-                _GATE[key] = (None if need is None else (tuple(need[0]), bool(need[1])),
-                              None if words is None else frozenset(words))
-            except (TypeError, ValueError, IndexError):
-                continue  # a damaged entry is worked out again
-        missing = [rx for rx in regexes if _key(rx) not in _GATE]
     if missing:
+        stored = _stored_gate()
         for rx in missing:
-            _GATE[_key(rx)] = (needles(rx), anchors(rx))
-        _save_gate({_key(rx): _GATE[_key(rx)] for rx in regexes})
+            _GATE[_key(rx)] = stored.get(_key(rx)) or (needles(rx), anchors(rx))
+        if any(_key(rx) not in stored for rx in missing):
+            _save_gate({_key(rx): _GATE[_key(rx)] for rx in regexes})
     return [_GATE[_key(rx)] for rx in regexes]
 
 
